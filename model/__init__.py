@@ -1,0 +1,45 @@
+"""The frozen model: our Wan 2.2 VAE and `load_vae`, the one way the harness gets it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from .vae import LATENT_MEAN, LATENT_STD, StreamCache, WanVAE
+from .weights import CHECKPOINT, download_checkpoint, synthetic_state_dict
+
+__all__ = ["WanVAE", "StreamCache", "LATENT_MEAN", "LATENT_STD", "load_vae", "weights_kind",
+           "download_checkpoint"]
+
+
+def weights_kind(weights: str | Path | None = None) -> str:
+    """'published' when a checkpoint file is used, 'synthetic' for the seeded stand-in."""
+    if weights is None:
+        return "published" if CHECKPOINT.exists() else "synthetic"
+    return "synthetic" if str(weights) == "synthetic" else "published"
+
+
+def load_vae(weights: str | Path | None = None, device: str | torch.device = "cpu",
+             dtype: torch.dtype = torch.float32) -> WanVAE:
+    """The frozen VAE in eval mode without gradients.
+
+    weights: a checkpoint path; None for assets/Wan2.2_VAE.pth when present, else the seeded
+    synthetic weights; "synthetic" to force those.
+    """
+    with torch.device("meta"):
+        vae = WanVAE()
+    if weights is None and CHECKPOINT.exists():
+        weights = CHECKPOINT
+    if weights is None or str(weights) == "synthetic":
+        state = synthetic_state_dict(vae)
+    else:
+        path = Path(weights)
+        if not path.is_file():
+            raise FileNotFoundError(f"weights file not found: {path}")
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    vae.load_state_dict(state, strict=True, assign=True)
+    # Buffers that are not in the checkpoint were created on meta; rebuild them for real.
+    vae.latent_mean = torch.tensor(LATENT_MEAN)
+    vae.latent_std = torch.tensor(LATENT_STD)
+    return vae.to(device=device, dtype=dtype).eval().requires_grad_(False)
