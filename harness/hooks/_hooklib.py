@@ -1,0 +1,69 @@
+"""Shared pieces of the Claude Code hooks: read the payload, find the project, name the frozen paths.
+
+Standard library only (no torch): a hook runs on every tool call and must answer in milliseconds.
+
+Claude Code runs a command hook with one JSON object on stdin. The fields used here (see
+https://code.claude.com/docs/en/hooks, "Hook input"): session_id, transcript_path, cwd,
+hook_event_name, and per event tool_name / tool_input (PreToolUse) or stop_hook_active
+(Stop, SubagentStop). It sets CLAUDE_PROJECT_DIR to the project root in the hook's environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+# Paths (relative to the project root) that only a person may change. harness/, model/ and
+# goals.json are what run_experiment hashes; the rest are the record and the agent's own rules.
+FROZEN = ("harness", "model", "goals.json", "assets", "results.tsv", "leaderboard.md", ".claude")
+
+# A person who really means to change frozen files (retargeting, fixing the harness) starts
+# Claude Code with this set; the agent cannot set it for the hook from inside its own shell.
+UNFREEZE_ENV = "AUTO_OPTIM_UNFREEZE"
+
+
+def read_payload() -> dict[str, Any]:
+    try:
+        data = json.load(sys.stdin)
+    except (json.JSONDecodeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def project_root(payload: dict[str, Any]) -> Path:
+    """CLAUDE_PROJECT_DIR, else the folder of AUTO_OPTIM_GOALS, else the nearest folder above
+    the payload's cwd that holds goals.json, else the repository this script lives in."""
+    env = os.environ.get("CLAUDE_PROJECT_DIR")
+    if env:
+        return Path(os.path.abspath(env))
+    goals = os.environ.get("AUTO_OPTIM_GOALS")
+    if goals:
+        return Path(os.path.abspath(goals)).parent
+    cwd = payload.get("cwd")
+    if cwd:
+        p = Path(os.path.abspath(cwd))
+        for d in (p, *p.parents):
+            if (d / "goals.json").is_file():
+                return d
+    return Path(os.path.abspath(__file__)).parent.parent.parent
+
+
+def candidate_name(root: Path) -> str:
+    """The editable file named by goals.json ("candidate"), optimize.py by default."""
+    try:
+        goals = json.loads((root / "goals.json").read_text())
+        return str(goals.get("candidate") or "optimize.py")
+    except (OSError, ValueError):
+        return "optimize.py"
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def unfrozen() -> bool:
+    return os.environ.get(UNFREEZE_ENV, "") not in ("", "0")

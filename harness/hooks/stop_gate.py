@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Stop / SubagentStop hook: no turn ends with an unrecorded or red experiment.
+
+Claude Code runs this when the agent (or a subagent) is about to finish its reply. It refuses
+(JSON {"decision": "block", "reason": ...} on stdout, exit 0; the reason becomes Claude's next
+instruction) while either holds:
+  - the candidate file (goals.json "candidate", optimize.py) differs from the candidate_sha of
+    the last row of results.tsv, and is not the restored last keeper either (run_experiment puts
+    the keeper back after a revert or a failed gate);
+  - the last row's status is gate_fail, crash or timeout (the last thing tried is red).
+With no results.tsv rows yet, it refuses only while the candidate differs from its committed
+version (git), so a fresh checkout never traps a person who only asked a question.
+
+Loops: per the hooks docs, `stop_hook_active` is true when Claude is already continuing because
+a Stop hook blocked. The gate then blocks at most AUTO_OPTIM_STOP_MAX_BLOCKS (default 3) times
+in a row in one session and afterwards lets the stop through with a warning to the person
+(JSON "systemMessage"), so an agent that cannot comply never spins forever.
+
+Usage (what Claude Code does):  echo '{"hook_event_name": "Stop", ...}' | python3 harness/hooks/stop_gate.py
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _hooklib import candidate_name, project_root, read_payload, sha256_file  # noqa: E402
+
+RED = ("gate_fail", "crash", "timeout")
+KEEPERS = ("baseline", "keep")
+RUN = 'python harness/run_experiment.py --desc "<one line: what you changed and why>"'
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f, delimiter="\t") if any((v or "").strip() for v in r.values())]
+
+
+def same_sha(current: str, recorded: str | None) -> bool:
+    """results.tsv may hold the full hex digest or a prefix of it (at least 8 characters)."""
+    recorded = (recorded or "").strip().lower()
+    return len(recorded) >= 8 and current.startswith(recorded)
+
+
+def problem(root: Path) -> str | None:
+    """Why the turn may not end, or None."""
+    rows = read_rows(root / "results.tsv")
+    name = candidate_name(root)
+    cand = root / name
+    if not rows:
+        if committed_differs(root, name):
+            return (f"{name} differs from its committed version and no experiment is recorded yet. "
+                    f"Record it (the first experiment becomes the baseline): {RUN} "
+                    f"-- or drop the change with `git checkout -- {name}`.")
+        return None
+    last = rows[-1]
+    exp, status = last.get("exp", "?"), (last.get("status") or "").strip()
+    if not cand.is_file():
+        return (f"{name} is missing. Restore the last kept version (git checkout -- {name}), "
+                f"then run: {RUN}")
+    current = sha256_file(cand)
+    same = [r for r in rows if r.get("preset") == last.get("preset")] or rows
+    keeper = next((r for r in reversed(same) if (r.get("status") or "").strip() in KEEPERS), None)
+    recorded = same_sha(current, last.get("candidate_sha")) or (
+        keeper is not None and status not in KEEPERS and same_sha(current, keeper.get("candidate_sha")))
+    if not recorded:
+        return (f"{name} has changed since the last recorded experiment {exp} (its sha256 {current[:12]} "
+                f"is not in results.tsv), so this change is unmeasured. Record it now: {RUN} "
+                f"-- or, to drop the change, restore the last kept version with `git checkout -- {name}`. "
+                "Then continue the loop in program.md.")
+    if status in RED:
+        desc = (last.get("desc") or "").strip()
+        return (f"The last experiment {exp} ({desc!r}) ended with status {status}: the latest attempt is red. "
+                f"Read its output (results.tsv, PROGRESS.md), fix the cause in {name} and run: {RUN} "
+                f"-- or, if you abandon that idea, note it under Dead ends in PROGRESS.md and re-measure the "
+                f'current best: python harness/run_experiment.py --desc "re-measure best after {exp}"')
+    return None
+
+
+def committed_differs(root: Path, name: str) -> bool:
+    """True when git can show the committed candidate and the file on disk differs from it."""
+    try:
+        p = subprocess.run(["git", "-C", str(root), "show", f"HEAD:./{name}"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if p.returncode != 0:
+        return False  # no git, no commit, or the file is not tracked: nothing to compare with
+    cand = root / name
+    return not cand.is_file() or cand.read_bytes() != p.stdout
+
+
+def counter_file(session_id: str) -> Path:
+    safe = "".join(c for c in session_id if c.isalnum() or c in "-_")[:80] or "nosession"
+    return Path(tempfile.gettempdir()) / f"auto-optim-stop-gate-{safe}.json"
+
+
+def main() -> int:
+    payload = read_payload()
+    root = project_root(payload)
+    reason = problem(root)
+    counter = counter_file(str(payload.get("session_id", "")))
+    active = bool(payload.get("stop_hook_active"))
+    if reason is None:
+        counter.unlink(missing_ok=True)
+        return 0
+    blocks = 0
+    if active:
+        try:
+            blocks = int(json.loads(counter.read_text()).get("blocks", 0))
+        except (OSError, ValueError):
+            blocks = 0
+    limit = int(os.environ.get("AUTO_OPTIM_STOP_MAX_BLOCKS", "3"))
+    if active and blocks >= limit:
+        counter.unlink(missing_ok=True)
+        print(json.dumps({"systemMessage": f"stop_gate: letting the turn end after {blocks} refusals in a row, "
+                                           f"but the work is not recorded: {reason}"}))
+        return 0
+    counter.write_text(json.dumps({"blocks": blocks + 1}))
+    print(json.dumps({"decision": "block", "reason": reason}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
