@@ -1,0 +1,189 @@
+"""Pictures of progress and quality, drawn from the records.
+
+Usage:
+    python harness/plots.py [--results results.tsv] [--out progress.png]
+
+`render_progress(results_tsv, out_png)`: median latency per experiment of the most recent
+preset + GPU, the best-so-far line through the keepers, gate failures / crashes / timeouts
+marked along the top, and the floor (FLOPs / goals.json floor.rate_tflops) as a dashed line.
+`quality_strip(reference_frame, candidate_frame, out_png, amplify=...)`: reference | candidate |
+amplified |difference| of one frame, labelled.
+
+matplotlib is imported lazily (the GPU machine has none; callers skip the picture there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `harness` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import _common  # noqa: E402
+
+KEEPERS = ("baseline", "keep")
+FAILED = ("gate_fail", "crash", "timeout")
+DEFAULT_AMPLIFY = 20.0
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def read_rows(results_tsv: Path) -> list[dict[str, str]]:
+    with open(results_tsv, newline="") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+@functools.lru_cache(maxsize=8)
+def floor_seconds(preset: str) -> float | None:
+    """FLOPs of one decode at the preset over the floor rate; None when goals lack either."""
+    try:
+        goals = _common.load_goals()
+        shape = goals["presets"][preset]["input_shape"]
+        rate = float(goals["floor"]["rate_tflops"]) * 1e12
+        return _common.load_adapter(goals).flops(shape) / rate
+    except Exception as e:  # noqa: BLE001 - the picture is still useful without the floor
+        print(f"plots: no floor line ({type(e).__name__}: {e})", file=sys.stderr)
+        return None
+
+
+def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
+    """Draw progress.png; returns its path, or None when there is nothing to draw."""
+    rows = read_rows(Path(results_tsv))
+    if not rows:
+        return None
+    preset, gpu = rows[-1].get("preset", ""), rows[-1].get("gpu", "")
+    rows = [r for r in rows if r.get("preset") == preset and r.get("gpu") == gpu]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 5))
+
+    xs = list(range(len(rows)))
+    times = [_float(r.get("median_s")) for r in rows]
+    known = [t for t in times if t is not None]
+    top = max(known) * 1.6 if known else 1.0
+    styles = {"baseline": ("s", "tab:blue", "baseline"), "keep": ("o", "tab:green", "keep"),
+              "revert": ("o", "0.6", "revert (no gain)")}
+    for status, (marker, color, label) in styles.items():
+        pts = [(x, t) for x, t, r in zip(xs, times, rows) if r.get("status") == status and t is not None]
+        if pts:
+            ax.scatter(*zip(*pts), marker=marker, color=color, label=label, zorder=3)
+    fails = [(x, r["status"]) for x, r in zip(xs, rows) if r.get("status") in FAILED]
+    if fails:  # no trustworthy time: mark them along the top of the axis
+        ax.scatter([x for x, _ in fails], [top] * len(fails), marker="x", color="tab:red",
+                   label="gate fail / crash / timeout", zorder=3)
+
+    best, line = math.inf, []
+    for x, t, r in zip(xs, times, rows):
+        if r.get("status") in KEEPERS and t is not None:
+            best = min(best, t)
+        line.append(best if math.isfinite(best) else None)
+    pts = [(x, b) for x, b in zip(xs, line) if b is not None]
+    if pts:
+        ax.step(*zip(*pts), where="post", color="tab:green", label=f"best so far ({pts[-1][1]:.3g} s)")
+
+    floor = floor_seconds(preset) if preset else None
+    if floor:
+        ax.axhline(floor, color="black", linestyle="--", label=f"floor {floor:.3g} s (FLOPs / rate)")
+    ax.set_yscale("log")
+    ax.set_xticks(xs, [r.get("exp", str(x)) for x, r in zip(xs, rows)],
+                  rotation=90 if len(xs) > 15 else 0, fontsize=8)
+    ax.set_xlabel("experiment")
+    ax.set_ylabel("median decode time (s, log)")
+    ax.set_title(f"preset {preset} on {gpu}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=120)
+    plt.close(fig)
+    return out_png
+
+
+def _to_hwc_uint8(frame: Any):
+    """A frame as H x W x 3 uint8: float frames are taken as [-1, 1], uint8 as is; CHW or HWC."""
+    import numpy as np
+
+    a = frame.detach().cpu().float().numpy() if hasattr(frame, "detach") else np.asarray(frame)
+    if a.ndim == 3 and a.shape[0] == 3 and a.shape[-1] != 3:
+        a = a.transpose(1, 2, 0)
+    if a.dtype != np.uint8:
+        a = np.clip(np.rint((a.astype(np.float64) + 1) * 127.5), 0, 255).astype(np.uint8)
+    return a
+
+
+def amplified_difference(reference_hwc, candidate_hwc, amplify: float = DEFAULT_AMPLIFY):
+    """|reference - candidate| in 8-bit levels times `amplify`, clipped, as a grey RGB image."""
+    import numpy as np
+
+    diff = np.abs(reference_hwc.astype(np.float64) - candidate_hwc.astype(np.float64)).max(axis=2)
+    grey = np.clip(diff * amplify, 0, 255).astype(np.uint8)
+    return np.repeat(grey[:, :, None], 3, axis=2)
+
+
+def quality_strip(reference_frame: Any, candidate_frame: Any, out_png: Path,
+                  amplify: float = DEFAULT_AMPLIFY, title: str = "") -> Path:
+    """reference | candidate | amplified difference, side by side with labels."""
+    ref, cand = _to_hwc_uint8(reference_frame), _to_hwc_uint8(candidate_frame)
+    if ref.shape != cand.shape:
+        raise ValueError(f"frame shapes differ: {ref.shape} vs {cand.shape}")
+    diff = amplified_difference(ref, cand, amplify)
+    plt = _pyplot()
+    h, w = ref.shape[:2]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 12 * h / (3 * w) + 0.8))
+    labels = ["reference (frozen fp32)", "candidate (optimize.py)", f"|difference| x{amplify:g}"]
+    for ax, image, label in zip(axes, (ref, cand, diff), labels):
+        ax.imshow(image, interpolation="nearest")
+        ax.set_title(label, fontsize=10)
+        ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+    return out_png
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=None, help="default: results.tsv next to goals.json")
+    parser.add_argument("--out", type=Path, default=None, help="default: progress.png next to goals.json")
+    args = parser.parse_args(argv)
+    results = args.results or _common.root() / "results.tsv"
+    out = args.out or _common.root() / "progress.png"
+    if not results.is_file():
+        print(f"plots: no results file at {results}", file=sys.stderr)
+        return 2
+    try:
+        written = render_progress(results, out)
+    except ImportError as e:
+        print(f"plots: matplotlib is missing ({e}); no picture", file=sys.stderr)
+        return 2
+    print(f"progress: {written}" if written else "progress: nothing recorded yet")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

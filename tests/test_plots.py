@@ -1,0 +1,50 @@
+"""harness/plots.py: the progress picture from a small results.tsv, and the quality strip."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("matplotlib", reason="matplotlib is not installed")
+
+from harness import plots  # noqa: E402
+
+COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s", "psnr_db",
+           "max_abs", "speedup_vs_fp32", "gpu", "preset", "weights", "frozen_hash",
+           "candidate_sha", "versions"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _row(exp: str, status: str, median: str, gpu: str = "H100", preset: str = "tiny") -> str:
+    values = dict.fromkeys(COLUMNS, "")
+    values.update(exp=exp, status=status, median_s=median, gpu=gpu, preset=preset, desc=f"try {exp}")
+    return "\t".join(values[c] for c in COLUMNS)
+
+
+def test_render_progress_writes_png(workspace, tmp_path):
+    rows = [_row("e001", "baseline", "10.0"), _row("e002", "keep", "6.0"),
+            _row("e003", "revert", "6.5"), _row("e004", "gate_fail", ""),
+            _row("e005", "crash", ""), _row("e006", "keep", "4.1"),
+            _row("e007", "keep", "9.0", gpu="other"),  # another GPU: left out
+            _row("e008", "timeout", "")]
+    tsv = tmp_path / "results.tsv"
+    tsv.write_text("\t".join(COLUMNS) + "\n" + "\n".join(rows) + "\n")
+    out = plots.render_progress(tsv, tmp_path / "progress.png")
+    assert out is not None and out.read_bytes()[:8] == PNG
+    assert plots.floor_seconds("tiny") > 0
+
+
+def test_render_progress_empty_file(tmp_path):
+    tsv = tmp_path / "results.tsv"
+    tsv.write_text("\t".join(COLUMNS) + "\n")
+    assert plots.render_progress(tsv, tmp_path / "p.png") is None
+
+
+def test_quality_strip_writes_png(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    reference = torch.rand(3, 32, 48, generator=g) * 2 - 1
+    candidate = (reference + 0.01 * torch.randn(3, 32, 48, generator=g)).clamp(-1, 1)
+    out = plots.quality_strip(reference, candidate, tmp_path / "strip.png", amplify=10)
+    assert out.read_bytes()[:8] == PNG
+    with pytest.raises(ValueError):
+        plots.quality_strip(reference, candidate[:, :16], tmp_path / "bad.png")
