@@ -23,6 +23,12 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+# harness/profile.py shares its name with the standard library's `profile`, which cProfile (and so
+# torch._dynamo) imports. A script run as `python harness/x.py` has harness/ first on sys.path:
+# move it last, so the standard module wins and `import _common` still works.
+_HERE = Path(__file__).resolve().parent
+_mine = [p for p in sys.path if p and Path(p).resolve() == _HERE]
+sys.path[:] = [p for p in sys.path if p not in _mine] + _mine
 
 # Tests and retargeted copies point the harness at another goals file with this variable.
 GOALS_ENV = "AUTO_OPTIM_GOALS"

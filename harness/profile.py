@@ -1,0 +1,204 @@
+"""Profile one forward pass of the candidate (after warm-up) and write a markdown report.
+
+Usage:
+    python harness/profile.py [--preset P] [--candidate FILE] [--device cpu|cuda]
+                              [--out profiles/NAME.md] [--trace profiles/NAME.json] [--top 15]
+
+Reports the top kernels by GPU time (ops by CPU time on CPU), time by category (convolution,
+attention/matmul, norm/elementwise, copy/cat/pad, other), the GPU busy fraction (union of kernel
+time / unprofiled wall time of one forward), kernel launches per forward, and graph breaks when
+the candidate uses torch.compile. Trace files are gitignored (profiles/*.json).
+Exit: 0 written, 1 the candidate crashed, 2 broken setup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile as torch_profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from harness import _common as C  # noqa: E402
+from harness.bench import load_input  # noqa: E402
+
+CATEGORIES = ("convolution", "attention/matmul", "norm/elementwise", "copy/cat/pad", "other")
+# Checked in order: the first entry with a pattern inside the lower-cased name wins.
+_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # Layout shuffles run by cuDNN are copies even though they belong to a convolution.
+    ("copy/cat/pad", ("nchwtonhwc", "nhwctonchw", "nchwtonhwc", "convert_layout")),
+    ("convolution", ("conv", "fprop", "dgrad", "wgrad", "implicit_gemm", "winograd", "cudnn")),
+    ("copy/cat/pad", ("copy", "memcpy", "memset", "cat", "pad", "transpose", "permute",
+                      "contiguous", "clone", "fill", "index", "gather", "scatter", "upsample",
+                      "repeat", "flip", "stack")),
+    ("attention/matmul", ("attention", "flash", "fmha", "sdpa", "gemm", "matmul", "bmm", "addmm",
+                          "aten::mm", "aten::linear", "cublas", "cutlass", "triton_tem", "softmax")),
+    ("norm/elementwise", ("norm", "elementwise", "vectorized", "reduce", "triton_poi", "triton_red",
+                          "triton_per", "silu", "sigmoid", "relu", "gelu", "tanh", "mul", "add",
+                          "sub", "div", "clamp", "pow", "sqrt", "rsqrt", "mean", "sum", "exp",
+                          "where", "scale")),
+)
+
+
+def classify(name: str) -> str:
+    n = name.lower()
+    for cat, pats in _PATTERNS:
+        if any(p in n for p in pats):
+            return cat
+    return "other"
+
+
+def _union_us(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for s, e in sorted(intervals):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
+def _graph_breaks() -> dict[str, int] | None:
+    if "torch._dynamo" not in sys.modules:
+        return None
+    counters = sys.modules["torch._dynamo"].utils.counters
+    graphs = int(counters["stats"].get("unique_graphs", 0))
+    breaks = int(sum(counters["graph_break"].values()))
+    # The profiler imports dynamo too; only compiled frames say the candidate used torch.compile.
+    if graphs == 0 and breaks == 0:
+        return None
+    return {"graph_breaks": breaks, "unique_graphs": graphs}
+
+
+def run_profile(candidate: Path | None = None, preset: str | None = None, device: str | None = None,
+                trace: Path | None = None, top: int = 15, model: torch.nn.Module | None = None) -> dict[str, Any]:
+    goals = C.load_goals()
+    adapter = C.load_adapter(goals)
+    device = device or C.default_device()
+    preset = C.pick_preset(goals, preset, device)
+    candidate = Path(candidate) if candidate else C.root() / goals["candidate"]
+    if not candidate.is_file():
+        raise C.SetupError(f"candidate file not found: {candidate}")
+    x, input_note = load_input(goals, adapter, preset, device)
+    if model is None:
+        model = adapter.load_model(device)
+    build = C.load_candidate(candidate, goals)
+    with torch.no_grad():
+        fn, info = build(model, x.clone())
+        for _ in range(max(1, int(goals["presets"][preset].get("warmup_runs", 1)))):
+            fn(x)
+        C.sync(device)
+        t0 = time.perf_counter()  # unprofiled wall time: the profiler's own overhead is not the model's
+        fn(x)
+        C.sync(device)
+        wall_s = time.perf_counter() - t0
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+        with torch_profile(activities=acts) as prof:
+            fn(x)
+            C.sync(device)
+    if trace:
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace))
+
+    events = list(prof.events())
+    if device == "cuda":  # device-side kernels (and memcpy/memset) by GPU time
+        kern = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        dur = {id(e): e.time_range.elapsed_us() for e in kern}
+        busy_us = _union_us([(e.time_range.start, e.time_range.end) for e in kern])
+        unit = "GPU"
+    else:  # CPU: leaf aten ops by self CPU time
+        kern = [e for e in events if e.name.startswith("aten::") and e.self_cpu_time_total > 0]
+        dur = {id(e): float(e.self_cpu_time_total) for e in kern}
+        busy_us = sum(dur.values())
+        unit = "CPU"
+    per_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    by_cat = {c: 0.0 for c in CATEGORIES}
+    for e in kern:
+        per_name[e.name][0] += dur[id(e)]
+        per_name[e.name][1] += 1
+        by_cat[classify(e.name)] += dur[id(e)]
+    total_us = sum(by_cat.values()) or 1.0
+    top_rows = sorted(per_name.items(), key=lambda kv: -kv[1][0])[:top]
+    return {
+        "preset": preset, **C.env_info(device), "candidate": str(candidate), "input": input_note,
+        "info": info, "unit": unit, "wall_s": wall_s,
+        "kernel_time_s": total_us / 1e6,
+        "busy_fraction": min(1.0, busy_us / 1e6 / wall_s) if wall_s > 0 else None,
+        "launches": len(kern),
+        "by_category_s": {c: v / 1e6 for c, v in by_cat.items()},
+        "top": [{"name": n, "time_s": t / 1e6, "calls": k, "pct": 100 * t / total_us, "category": classify(n)}
+                for n, (t, k) in top_rows],
+        "compile": _graph_breaks(),
+        "trace": str(trace) if trace else None,
+    }
+
+
+def to_markdown(r: dict[str, Any], title: str) -> str:
+    u = r["unit"]
+    lines = [
+        f"# Profile: {title}", "",
+        f"- candidate: `{Path(r['candidate']).name}`, info: `{r['info']}`",
+        f"- preset {r['preset']} on {r['gpu']}; torch {r['torch']}, CUDA {r['cuda']}, cuDNN {r['cudnn']}",
+        f"- input: {r['input']}",
+        f"- wall time of one forward (unprofiled): {r['wall_s']:.4f} s",
+        f"- {u} time in {'kernels' if u == 'GPU' else 'aten ops'}: {r['kernel_time_s']:.4f} s; "
+        f"{u} busy fraction: {r['busy_fraction']:.1%}",
+        f"- {'kernel launches' if u == 'GPU' else 'aten ops'} per forward: {r['launches']}",
+    ]
+    c = r["compile"]
+    lines.append("- torch.compile: not used" if c is None else
+                 f"- torch.compile: {c['graph_breaks']} graph breaks, {c['unique_graphs']} unique graphs")
+    if r.get("trace"):
+        lines.append(f"- trace: `{r['trace']}` (chrome://tracing or https://ui.perfetto.dev)")
+    lines += ["", f"## {u} time by category", "", "| category | time (s) | share |", "|---|---:|---:|"]
+    total = sum(r["by_category_s"].values()) or 1.0
+    for cat, t in sorted(r["by_category_s"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {cat} | {t:.4f} | {100 * t / total:.1f}% |")
+    lines += ["", f"## Top {'kernels' if u == 'GPU' else 'ops'} by {u} time", "",
+              "| # | name | category | calls | time (s) | share |", "|---:|---|---|---:|---:|---:|"]
+    for i, k in enumerate(r["top"], 1):
+        name = k["name"].replace("|", "\\|")
+        name = name if len(name) <= 90 else name[:87] + "..."
+        lines.append(f"| {i} | `{name}` | {k['category']} | {k['calls']} | {k['time_s']:.4f} | {k['pct']:.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset")
+    p.add_argument("--candidate", type=Path)
+    p.add_argument("--device", choices=["cpu", "cuda"])
+    p.add_argument("--out", type=Path, help="markdown report (default profiles/<candidate stem>.md)")
+    p.add_argument("--trace", type=Path, help="also write a chrome trace (gitignored: profiles/*.json)")
+    p.add_argument("--top", type=int, default=15)
+    p.add_argument("--title", help="heading of the report (default: the output file's stem)")
+    a = p.parse_args(argv)
+    try:
+        out = a.out or C.root() / "profiles" / f"{(a.candidate or Path('optimize.py')).stem}.md"
+        r = run_profile(a.candidate, a.preset, a.device, a.trace, a.top)
+    except C.SetupError as e:
+        C.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}"})
+        return 2
+    except Exception as e:  # noqa: BLE001 - the candidate may raise anything
+        traceback.print_exc()
+        reason = f"candidate crashed: {type(e).__name__}: {e}".splitlines()[0]
+        C.emit([f"FAILED: {reason}"], {"ok": False, "reason": reason})
+        return 1
+    md = to_markdown(r, a.title or out.stem)
+    C.atomic_write(out, md)
+    facts = {"ok": True, "out": str(out), "wall_s": r["wall_s"], "busy_fraction": r["busy_fraction"],
+             "launches": r["launches"], "by_category_s": r["by_category_s"], "compile": r["compile"],
+             "markdown": md}
+    top = ", ".join(f"{k['name'][:40]} {k['pct']:.0f}%" for k in r["top"][:3])
+    C.emit([f"profile written to {out}", f"  busy {r['busy_fraction']:.1%}, {r['launches']} launches; top: {top}"], facts)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

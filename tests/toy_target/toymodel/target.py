@@ -1,0 +1,68 @@
+"""The toy target's adapter: a tiny conv + MLP with seeded weights (see tests/test_retarget.py).
+
+The same five adapter functions as model/target.py; nothing in harness/ changes to use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+
+class Toy(nn.Module):
+    """[B, C, T, H, W] -> same shape in [-1, 1]: a 3D conv, then an MLP over channels.
+
+    5-D like a video only because make_latent sizes clips from output_shape; the seeded input
+    path is all the toy uses.
+    """
+
+    def __init__(self, channels: int = 4, hidden: int = 16) -> None:
+        super().__init__()
+        self.conv = nn.Conv3d(channels, hidden, 3, padding=1)
+        self.mlp = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv(x)).permute(0, 2, 3, 4, 1)  # channels last for the MLP
+        return torch.tanh(self.mlp(h).permute(0, 4, 1, 2, 3) + x)
+
+
+def load_model(device: str | torch.device = "cpu") -> Toy:
+    torch.manual_seed(0)  # seeded weights: the same model in every process
+    return Toy().to(device).eval().requires_grad_(False)
+
+
+def weights_kind() -> str:
+    return "synthetic"
+
+
+def weights_sha256(model: nn.Module) -> str:
+    h = hashlib.sha256()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().cpu().float().numpy().tobytes())
+    return h.hexdigest()
+
+
+def make_input(shape: list[int], seed: int, device: str | torch.device = "cpu") -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(device)
+
+
+def reference(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model(x)
+
+
+def output_shape(shape: list[int]) -> list[int]:
+    return list(shape)
+
+
+def flops(shape: list[int]) -> float:
+    with torch.device("meta"):
+        model, x = Toy(), torch.empty(*shape)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x)
+    return float(counter.get_total_flops())
