@@ -82,7 +82,7 @@ def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
     known = [t for t in times if t is not None]
     top = max(known) * 1.6 if known else 1.0
     styles = {"baseline": ("s", "tab:blue", "baseline"), "keep": ("o", "tab:green", "keep"),
-              "revert": ("o", "0.6", "revert (no gain)")}
+              "revert": ("o", "0.6", "revert (no gain)"), "rerun": ("D", "tab:purple", "re-run of a keeper")}
     for status, (marker, color, label) in styles.items():
         pts = [(x, t) for x, t, r in zip(xs, times, rows) if r.get("status") == status and t is not None]
         if pts:

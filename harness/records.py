@@ -24,7 +24,7 @@ from harness import _common as C  # noqa: E402
 COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s", "psnr_db",
            "max_abs", "speedup_vs_fp32", "gpu", "preset", "weights", "frozen_hash", "candidate_sha",
            "versions"]
-STATUSES = ("baseline", "keep", "revert", "gate_fail", "crash", "timeout")
+STATUSES = ("baseline", "keep", "revert", "rerun", "gate_fail", "crash", "timeout")
 KEEPERS = ("baseline", "keep")
 HEADER = "\t".join(COLUMNS) + "\n"
 PROGRESS_SKELETON = ("# Progress\n\n## Journal\n\n(What was tried and why, in your own words.)\n\n"

@@ -10,20 +10,27 @@ Usage:
 The first recorded experiment of a preset is its baseline. Later ones are kept only if the gate
 passes and the median beats the best keeper by more than the noise threshold (goals.json) and
 by more than the measured spread; otherwise optimize.py is restored to the best keeper.
-Every attempt appends exactly one row to results.tsv (keep, revert, gate_fail, crash, timeout),
-regenerates leaderboard.md and adds a line to PROGRESS.md. Keepers are committed with git
-(optimize.py first, so the row can name that commit; then the records and profiles/<exp>.md).
+A candidate whose source is the best keeper's (same sha256) is a re-run, recorded as `rerun`
+with its distance from that keeper's median (within the noise threshold or not): how a result is
+reproduced on a fresh machine.
+Every attempt appends exactly one row to results.tsv (keep, revert, rerun, gate_fail, crash,
+timeout), regenerates leaderboard.md and progress.png and adds a line to PROGRESS.md. Keepers are
+committed with git (optimize.py first, so the row can name that commit; then the records,
+profiles/<exp>.md and quality/<exp>.png: reference | candidate | amplified difference on the
+frame where the candidate is furthest from the reference).
 
 Record-file mode, for a GPU machine without .git: --measure-only runs verify and bench (and the
 profile of a would-be keeper, judged against --best-median or results.tsv there) and writes a JSON
 record with everything, including the candidate's source; --apply does the bookkeeping half in
 the git checkout.
-Exit: 0 recorded keeper/baseline, 1 recorded non-keeper, 2 refused (nothing recorded).
+Exit: 0 recorded keeper/baseline or a re-run within noise, 1 other recorded rows, 2 refused
+(nothing recorded).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import subprocess
@@ -51,6 +58,11 @@ def decide(median: float, spread: float, best_median: float | None, best_spread:
     if median < best_median * (1 - noise) and gain > max(spread, best_spread):
         return "keep"
     return "revert"
+
+
+def is_rerun(candidate_sha: str, best: dict[str, str] | None) -> bool:
+    """The candidate is the best keeper's source, measured again."""
+    return best is not None and best["candidate_sha"] == candidate_sha
 
 
 def run_tool(script: str, args: list[str], timeout: float) -> tuple[str, dict[str, Any], str]:
@@ -101,8 +113,17 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> dict[str, Any]:
                            "rebaseline": a.rebaseline, "timestamp": R.utc_now(), "verify": {},
                            "bench": {}, "profile_md": None}
     common = ["--preset", preset, "--candidate", str(cand)] + (["--device", a.device] if a.device else [])
+    frames = C.root() / "runs" / f"frames_{os.getpid()}.pt"
+    frames.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _measure(a, goals, rec, common, best, best_median, frames)
+    finally:
+        frames.unlink(missing_ok=True)
 
-    kind, rec["verify"], tail = run_tool("verify.py", common, a.timeout)
+
+def _measure(a: argparse.Namespace, goals: dict[str, Any], rec: dict[str, Any], common: list[str],
+             best: dict[str, str] | None, best_median: float | None, frames: Path) -> dict[str, Any]:
+    kind, rec["verify"], tail = run_tool("verify.py", common + ["--frames-out", str(frames)], a.timeout)
     if kind == "setup":
         raise Refused(f"verify says the setup is broken: {rec['verify'].get('reason', tail[-300:])}")
     if kind != "ok":
@@ -123,16 +144,45 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> dict[str, Any]:
         return rec
     rec["outcome"] = "measured"
     b = rec["bench"]
-    would = "baseline" if first else decide(b["median_s"], b["spread_s"], best_median,
-                                            float(best["spread_s"]) if best and a.best_median is None else 0.0,
-                                            goals["noise_threshold"])
+    if first:
+        would = "baseline"
+    elif is_rerun(rec["candidate_sha"], best):
+        would = "rerun"
+    else:
+        would = decide(b["median_s"], b["spread_s"], best_median,
+                       float(best["spread_s"]) if best and a.best_median is None else 0.0, goals["noise_threshold"])
     rec["would_be"] = would
+    if would in R.KEEPERS:
+        rec["strip_png"] = quality_strip_b64(frames, rec["desc"])
     if would in R.KEEPERS and not a.no_profile:
         out = C.root() / "runs" / f"profile_{os.getpid()}.md"
         kind, pf, tail = run_tool("profile.py", common + ["--out", str(out), "--title", "pending"], a.timeout)
         rec["profile_md"] = pf.get("markdown") if kind == "ok" else f"profile failed ({kind}): {tail[-500:]}\n"
         out.unlink(missing_ok=True)
     return rec
+
+
+def quality_strip_b64(frames: Path, desc: str) -> str | None:
+    """The strip PNG (base64, so it travels in a JSON record) from verify's worst frame."""
+    if not frames.is_file():
+        return None  # the adapter has no `frames`, or verify did not get that far
+    try:
+        import torch
+
+        from harness import plots  # lazy: matplotlib inside
+
+        f = torch.load(frames, weights_only=True)
+        png = frames.with_suffix(".png")
+        title = f"{desc}\nframe {f['index']} of {f['count']}, the one furthest from the reference: PSNR {f['psnr_db']:.1f} dB"
+        plots.quality_strip(f["reference"], f["candidate"], png, title=title)
+        data = base64.b64encode(png.read_bytes()).decode("ascii")
+        png.unlink()
+        return data
+    except ImportError as e:
+        print(f"run_experiment: quality strip skipped ({e})", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - a picture must never lose a record
+        print(f"run_experiment: quality strip failed: {type(e).__name__}: {e}", file=sys.stderr)
+    return None
 
 
 def check_frozen(rows: list[dict[str, str]], preset: str, fh: str, rebaseline: bool) -> None:
@@ -196,9 +246,16 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], cand: Path, rebaseline: bo
     best = R.best_row(rows, preset)
     v, b = rec.get("verify") or {}, rec.get("bench") or {}
     status = rec["outcome"]
+    rerun_note, reproduced = "", False
     if status == "measured":
         if best is None or rebaseline:
             status = "baseline"
+        elif is_rerun(rec["candidate_sha"], best):
+            status = "rerun"
+            change = b["median_s"] / float(best["median_s"]) - 1
+            reproduced = abs(change) <= goals["noise_threshold"]
+            rerun_note = (f"re-run of {best['exp']} ({float(best['median_s']):.4g} s): {change:+.2%}, "
+                          f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
         else:
             status = decide(b["median_s"], b["spread_s"], float(best["median_s"]), float(best["spread_s"]),
                             goals["noise_threshold"])
@@ -226,7 +283,7 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], cand: Path, rebaseline: bo
             commit = _commit(repo, [cand], msg)
         else:
             commit = "nogit"
-    else:
+    elif status != "rerun":  # a re-run's source is the keeper's already
         note = restore(best, cand, preset, repo)
     row = {"exp": exp, "commit": commit, "timestamp": rec["timestamp"], "desc": rec["desc"],
            "status": status, "median_s": b.get("median_s"), "spread_s": b.get("spread_s"),
@@ -238,13 +295,17 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], cand: Path, rebaseline: bo
     R.write_leaderboard(rows)
     med = f"{b['median_s']:.4g} s" if b.get("median_s") else "-"
     psnr = f"{v['psnr_db']:.2f} dB" if isinstance(v.get("psnr_db"), (int, float)) else "-"
-    R.append_progress(f"{exp} {status}: {med}, {psnr}: {rec['desc']}"
-                      + (f" ({rec.get('reason')})" if rec.get("reason") else ""))
+    why = rec.get("reason") or rerun_note
+    R.append_progress(f"{exp} {status}: {med}, {psnr}: {rec['desc']}" + (f" ({why})" if why else ""))
     written = [R.results_path(), R.leaderboard_path(), R.progress_path()]
     if status in R.KEEPERS and rec.get("profile_md"):
         prof = C.root() / "profiles" / f"{exp}.md"
         C.atomic_write(prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1))
         written.append(prof)
+    if status in R.KEEPERS and rec.get("strip_png"):
+        strip = C.root() / "quality" / f"{exp}.png"
+        C.atomic_write(strip, base64.b64decode(rec["strip_png"]))
+        written.append(strip)
     png = render_plot()
     if png:
         written.append(png)
@@ -253,16 +314,17 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], cand: Path, rebaseline: bo
     facts = {"exp": exp, "status": status, "commit": commit, "median_s": b.get("median_s"),
              "spread_s": b.get("spread_s"), "psnr_db": v.get("psnr_db"), "max_abs": v.get("max_abs"),
              "speedup_vs_fp32": speedup, "best_before": best["exp"] if best else None,
-             "reason": rec.get("reason"), "restore": note or None, "preset": preset}
+             "reason": rec.get("reason"), "restore": note or None, "rerun": rerun_note or None, "preset": preset}
     human = [f"{exp}: {status.upper()}  median {med}  PSNR {psnr}  ({rec['desc']})"]
     if best and status in ("keep", "revert"):
         human.append(f"  best before: {best['exp']} {float(best['median_s']):.4g} s "
                      f"(needs < {float(best['median_s']) * (1 - goals['noise_threshold']):.4g} s and a gain "
                      f"beyond the spread)")
-    if note:
-        human.append(f"  {note}")
+    for line in (note, rerun_note):
+        if line:
+            human.append(f"  {line}")
     C.emit(human, facts)
-    return 0 if status in R.KEEPERS else 1
+    return 0 if status in R.KEEPERS or reproduced else 1
 
 
 def render_plot() -> Path | None:

@@ -1,10 +1,12 @@
 """The gate: does a candidate reproduce the frozen reference, honestly?
 
 Usage:
-    python harness/verify.py [--preset P] [--candidate FILE] [--device cpu|cuda]
+    python harness/verify.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--frames-out F.pt]
 
 Exit 0 pass, 1 fail (the reason on one line), 2 broken setup (missing or stale assets, bad goals).
 Importable: `check(candidate, preset=None, device=None) -> dict`.
+--frames-out: after a pass, save the benchmark output's worst frame (lowest PSNR) beside the
+reference's, for run_experiment's quality strip (needs the adapter's optional `frames`).
 
 What a pass needs, in this order:
  1. assets: the input and the strict-fp32 reference, whose recorded hashes still match the input,
@@ -98,8 +100,23 @@ def _unchanged(x: torch.Tensor, saved: torch.Tensor, when: str) -> None:
         raise Fail(f"candidate modified its input during {when}")
 
 
+def worst_frame(adapter: Any, out: torch.Tensor, ref: torch.Tensor,
+                value_range: list[float]) -> dict[str, Any] | None:
+    """The frame where the output is furthest from the reference (both [3, H, W] fp32), with its
+    index and PSNR over the gate's value range; None when the adapter has no `frames`."""
+    if not hasattr(adapter, "frames"):
+        return None
+    cand, refs = adapter.frames(out).double(), adapter.frames(ref).double()
+    mse = ((cand - refs) ** 2).flatten(1).mean(1)
+    i = int(mse.argmax())
+    span = value_range[1] - value_range[0]
+    psnr = float("inf") if mse[i] == 0 else float(10 * torch.log10(span**2 / mse[i]))
+    return {"index": i, "count": len(mse), "psnr_db": psnr,
+            "reference": refs[i].float().clone(), "candidate": cand[i].float().clone()}
+
+
 def check(candidate: Path | str | None = None, preset: str | None = None, device: str | None = None,
-          *, model: torch.nn.Module | None = None) -> dict[str, Any]:
+          *, model: torch.nn.Module | None = None, frames_out: Path | None = None) -> dict[str, Any]:
     """Verify a candidate; returns the facts (passed, reason, psnr_db, ...). Raises SetupError.
 
     `model`: an already loaded pristine model (tests reuse one). The candidate builds on the same
@@ -174,6 +191,11 @@ def check(candidate: Path | str | None = None, preset: str | None = None, device
             raise Fail(f"second decode of the benchmark input differs from the first by "
                        f"{facts['repeat_max_abs']:.4g} (state kept between calls?)")
         facts["passed"] = True
+        if frames_out is not None:
+            frame = worst_frame(adapter, first, ref, gate["value_range"])
+            if frame is not None:
+                torch.save(frame, frames_out)
+                facts["worst_frame"] = {k: frame[k] for k in ("index", "count", "psnr_db")}
     except Fail as e:
         facts["reason"] = str(e)
     return facts
@@ -188,9 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", help="preset name from goals.json (default: full on CUDA, tiny on CPU)")
     ap.add_argument("--candidate", help="candidate file (default: goals['candidate'], optimize.py)")
     ap.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
+    ap.add_argument("--frames-out", type=Path, help="after a pass, save the worst frame and its reference here")
     args = ap.parse_args(argv)
     try:
-        facts = check(args.candidate, args.preset, args.device)
+        facts = check(args.candidate, args.preset, args.device, frames_out=args.frames_out)
     except C.SetupError as e:
         print(f"verify: setup error: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2

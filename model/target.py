@@ -1,8 +1,9 @@
 """The adapter between the generic harness and this target (named by goals.json "adapter").
 
 The harness knows nothing about VAEs: it loads the model, makes inputs, runs the reference and
-counts FLOPs through these five functions. Retarget the harness by writing another module with
-the same functions and pointing goals.json at it.
+counts FLOPs through these functions. Retarget the harness by writing another module with
+the same functions and pointing goals.json at it. `frames` is optional: without it run_experiment
+draws no quality strip.
 """
 
 from __future__ import annotations
@@ -53,3 +54,8 @@ def flops(shape: list[int]) -> float:
     with counter:
         model.decode(x)
     return float(counter.get_total_flops())
+
+
+def frames(output: torch.Tensor) -> torch.Tensor:
+    """The output as pictures, [N, 3, H, W] in [-1, 1]: the frames of the first video."""
+    return output[0].transpose(0, 1)

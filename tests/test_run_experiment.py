@@ -63,6 +63,10 @@ def rows(ws: Path) -> list[dict[str, str]]:
     return R.read_rows(ws / "results.tsv")
 
 
+def tracked(ws: Path) -> str:
+    return subprocess.run(["git", "ls-files"], cwd=ws, capture_output=True, text=True).stdout
+
+
 def git_log(ws: Path) -> str:
     return subprocess.run(["git", "log", "--format=%s"], cwd=ws, capture_output=True, text=True).stdout
 
@@ -118,6 +122,8 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert rc == 0 and f["status"] == "baseline", f
     grows()
     assert (ws / "profiles" / "e001.md").is_file() and "e001: " in git_log(ws)
+    strip = ws / "quality" / "e001.png"  # the keeper's quality strip, committed with its record
+    assert strip.read_bytes().startswith(b"\x89PNG") and "quality/e001.png" in tracked(ws)
 
     opt.write_text(medium := candidate(MEDIUM))
     rc, f = run(ws, "--desc", "less sleep", "--no-profile")
@@ -143,7 +149,7 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rc, f = run(gpu, "--desc", "no sleep", "--measure-only", "--record-out", str(gpu / "rec.json"))
     assert rc == 0 and f["would_be"] == "keep", f
     rec = json.loads((gpu / "rec.json").read_text())
-    assert rec["source"] == fast and "Profile" in rec["profile_md"]
+    assert rec["source"] == fast and "Profile" in rec["profile_md"] and rec["strip_png"]
     assert (gpu / "results.tsv").read_text() == history[-1]
     monkeypatch.setenv("AUTO_OPTIM_GOALS", str(ws / "goals.json"))  # bookkeeping runs in-process: cheap
     assert run_experiment.main(["--apply", str(gpu / "rec.json")]) == 0
@@ -156,6 +162,17 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     board = (ws / "leaderboard.md").read_text()
     assert board.index("| e007 |") < board.index("| e002 |") < board.index("| e001 |") and "| e003 |" not in board
     assert (ws / "PROGRESS.md").read_text().count("\n- e00") == 7
+    assert (ws / "quality" / "e007.png").is_file() and not (ws / "quality" / "e003.png").exists()
+
+    # The same source measured again (here: the same record): a re-run, not a keeper or a revert.
+    head = git_log(ws)
+    assert run_experiment.main(["--apply", str(gpu / "rec.json")]) == 0
+    grows()
+    last = rows(ws)[-1]
+    assert (last["exp"], last["status"], last["commit"]) == ("e008", "rerun", "-")
+    assert opt.read_text() == fast and git_log(ws) == head
+    assert "re-run of e007" in (ws / "PROGRESS.md").read_text().splitlines()[-1]
+    assert "within the 1% noise threshold" in (ws / "PROGRESS.md").read_text().splitlines()[-1]
 
     # A changed frozen file: refused, nothing recorded, until a person re-baselines.
     goals = json.loads((ws / "goals.json").read_text())

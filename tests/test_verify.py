@@ -7,6 +7,7 @@ subprocess so they cannot poison later tests.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -98,3 +99,19 @@ def test_stale_reference_is_setup_error(workspace: Path, vae: torch.nn.Module, t
     monkeypatch.setenv("AUTO_OPTIM_GOALS", str(ws / "goals.json"))
     with pytest.raises(C.SetupError, match="make_reference"):
         verify.check(REPO / "optimize.py", "tiny", "cpu", model=vae)
+
+
+def test_worst_frame_picks_the_furthest_frame() -> None:
+    """The quality strip shows the frame where the candidate is furthest from the reference."""
+    from harness.verify import worst_frame
+    from model import target
+
+    ref = torch.linspace(-1, 1, 2 * 3 * 5 * 4 * 4).view(2, 3, 5, 4, 4)
+    out = ref.clone()
+    out[0, :, 3] += 0.1  # frame 3 of the first video is off by 0.1 everywhere
+    out[0, :, 1] += 0.01
+    f = worst_frame(target, out, ref, [-1.0, 1.0])
+    assert (f["index"], f["count"]) == (3, 5)
+    assert abs(f["psnr_db"] - 10 * math.log10(4 / 0.01)) < 1e-6
+    assert torch.equal(f["reference"], ref[0, :, 3]) and torch.allclose(f["candidate"], out[0, :, 3])
+    assert worst_frame(object(), out, ref, [-1.0, 1.0]) is None  # adapter without `frames`

@@ -1,6 +1,6 @@
 """The toy target's adapter: a tiny conv + MLP with seeded weights (see tests/test_retarget.py).
 
-The same five adapter functions as model/target.py; nothing in harness/ changes to use it.
+The same adapter functions as model/target.py; nothing in harness/ changes to use it.
 """
 
 from __future__ import annotations
@@ -66,3 +66,8 @@ def flops(shape: list[int]) -> float:
     with counter:
         model(x)
     return float(counter.get_total_flops())
+
+
+def frames(output: torch.Tensor) -> torch.Tensor:
+    """Channels 0-2 of the first sample as pictures, [T, 3, H, W] (for the quality strip)."""
+    return output[0, :3].transpose(0, 1)
