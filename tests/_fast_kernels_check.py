@@ -1,0 +1,80 @@
+"""Run with TRITON_INTERPRET=1 (tests/test_fast_path.py does): every Triton kernel of a candidate
+against its torch oracle, on CPU tensors. Usage: python tests/_fast_kernels_check.py CANDIDATE.py"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import torch
+
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+assert m._INTERPRET and m.triton is not None, "needs TRITON_INTERPRET=1 and triton"
+g = torch.Generator().manual_seed(0)
+CL = torch.channels_last_3d
+
+
+def rand(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=g).contiguous(memory_format=CL)
+
+
+def close(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    err = float((a - b).abs().max())
+    assert err < 1e-5, f"{name}: kernel differs from its torch oracle by {err}"
+    print(f"{name}: ok ({err:.1e})")
+
+
+c, t, h, w = 8, 3, 4, 5
+gamma, bias = torch.rand(c, generator=g) + 0.5, torch.randn(c, generator=g)
+
+# norm + SiLU, with and without the previous conv's bias, into a slice of a bigger buffer
+x = rand(2, c, t, h, w)
+for b in (None, bias):
+    out_k, out_t = torch.zeros(2, c, t + 2, h, w).contiguous(memory_format=CL), torch.zeros(2, c, t, h, w)
+    m.norm_silu(x, gamma, b, out_k[:, :, 2:])
+    m.norm_silu_torch(x, gamma, b, out_t)
+    close(f"norm_silu bias={b is not None}", out_k[:, :, 2:], out_t)
+
+# residual sum, and with the next conv's normalized input written alongside
+a, s = rand(2, c, t, h, w), rand(2, c, t, h, w)
+ref = torch.empty(2, c, t, h, w)
+m.residual_sum_torch(a, bias, s, ref)
+close("residual_sum", m.residual_sum(a, bias, s), ref)
+if "norm" in m.residual_sum.__code__.co_varnames:
+    dest = torch.zeros(2, c, t + 2, h, w).contiguous(memory_format=CL)
+    close("residual_sum (sum)", m.residual_sum(a, bias, s, (gamma, dest[:, :, 2:])), ref)
+    want = torch.empty(2, c, t, h, w)
+    m.norm_silu_torch(ref, gamma, None, want)
+    close("residual_sum (normalized)", dest[:, :, 2:], want)
+    assert dest[:, :, :2].abs().max() == 0, "the history frames were overwritten"
+
+# subpixel merge: time factor 1 and 2, first chunk or not, with and without the norm. The
+# shortcut source has t / factor frames; a first chunk drops the first factor - 1 output frames.
+for ft, first, tt in ((1, False, 3), (2, False, 4), (2, True, 3)):
+    o = rand(2, 4 * c, tt, h + 1, w + 1)
+    src = rand(2, 2 * c, (tt + ft - 1) // ft, h, w)
+    want = torch.empty(2, c, tt, 2 * h, 2 * w)
+    m.subpixel_merge_torch(o, bias, src, ft, first, want)
+    close(f"subpixel_merge ft={ft} first={first}", m.subpixel_merge(o, bias, src, ft, first), want)
+    if "norm" in m.subpixel_merge.__code__.co_varnames:
+        dest = torch.zeros(2, c, tt + 2, 2 * h, 2 * w).contiguous(memory_format=CL)
+        m.subpixel_merge(o, bias, src, ft, first, (gamma, dest[:, :, 2:]))
+        normed = torch.empty_like(want)
+        m.norm_silu_torch(want, gamma, None, normed)
+        close(f"subpixel_merge ft={ft} first={first} (normalized)", dest[:, :, 2:], normed)
+
+# time upsample interleave and the head's unpatchify + clamp
+if hasattr(m, "frames_from_channels_torch"):
+    y, b2 = rand(2, 2 * c, t, h, w), torch.randn(2 * c, generator=g)
+    want = torch.empty(2, c, 2 * t, h, w)
+    m.frames_from_channels_torch(y, b2, want)
+    close("frames_from_channels", m.frames_from_channels(y, b2), want)
+if hasattr(m, "finish_torch"):
+    y, b12 = rand(2, 16, t, h, w) * 2, torch.randn(12, generator=g)
+    full_k, full_t = torch.zeros(2, 3, t + 4, 2 * h, 2 * w), torch.zeros(2, 3, t + 4, 2 * h, 2 * w)
+    m.finish(y, b12, full_k[:, :, 1:1 + t])
+    m.finish_torch(y, b12, full_t[:, :, 1:1 + t])
+    close("finish", full_k, full_t)
+print("all kernels match")
