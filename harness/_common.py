@@ -221,18 +221,21 @@ class FileGuard:
 
 
 def load_candidate(path: Path, goals: dict[str, Any]):
-    """Import the candidate file under a fresh module name and return its build function."""
+    """Import the candidate file under a fresh module name: (its build function, the sha256 of
+    the exact source that was executed). run_experiment compares that hash with the source it
+    records, so a file edited while it is being measured cannot be recorded under the wrong code."""
     if not path.is_file():
         raise SetupError(f"candidate file not found: {path}")
+    source = path.read_bytes()
     name = f"_candidate_{sha256_bytes(str(path).encode())[:8]}_{os.getpid()}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    exec(compile(source, str(path), "exec"), module.__dict__)  # the bytes hashed, not a re-read
     build = getattr(module, goals["build_fn"], None)
     if build is None:
         raise AttributeError(f"{path.name} defines no {goals['build_fn']}()")
-    return build
+    return build, sha256_bytes(source)
 
 
 def emit(human: list[str], facts: dict[str, Any]) -> None:

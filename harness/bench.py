@@ -118,7 +118,7 @@ def measure(candidate: Path | None = None, preset: str | None = None, device: st
 
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    build = C.load_candidate(candidate, goals)
+    build, facts["candidate_sha"] = C.load_candidate(candidate, goals)
     t0 = time.perf_counter()
     with torch.no_grad():
         fn, info = build(model, x.clone())

@@ -161,7 +161,8 @@ def decode(args: argparse.Namespace) -> tuple[dict[str, Any], torch.Tensor]:
 
     print("stage 2/3: build + decode", file=sys.stderr)
     start = time.perf_counter()
-    forward_fn, info = _common.load_candidate(candidate, goals)(vae, z.clone())
+    build, _ = _common.load_candidate(candidate, goals)
+    forward_fn, info = build(vae, z.clone())
     facts["build_s"] = time.perf_counter() - start
     facts["info"] = info
     if device == "cuda":

@@ -41,6 +41,15 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, out_png: Path, dpi: int) -> Path:
+    fig.tight_layout()
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=dpi)
+    plt.close(fig)
+    return out_png
+
+
 def _float(text: str | None) -> float | None:
     try:
         value = float(text)  # type: ignore[arg-type]
@@ -112,12 +121,7 @@ def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
     ax.set_title(f"preset {preset} on {gpu}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=120)
-    plt.close(fig)
-    return out_png
+    return _save(plt, fig, out_png, dpi=120)
 
 
 def _to_hwc_uint8(frame: Any):
@@ -158,12 +162,7 @@ def quality_strip(reference_frame: Any, candidate_frame: Any, out_png: Path,
         ax.axis("off")
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
-    return out_png
+    return _save(plt, fig, out_png, dpi=100)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,7 +88,7 @@ def run_profile(candidate: Path | None = None, preset: str | None = None, device
     x, input_note = load_input(goals, adapter, preset, device)
     if model is None:
         model = adapter.load_model(device)
-    build = C.load_candidate(candidate, goals)
+    build, candidate_sha = C.load_candidate(candidate, goals)
     with torch.no_grad():
         fn, info = build(model, x.clone())
         for _ in range(max(1, int(goals["presets"][preset].get("warmup_runs", 1)))):
@@ -126,7 +126,8 @@ def run_profile(candidate: Path | None = None, preset: str | None = None, device
     total_us = sum(by_cat.values()) or 1.0
     top_rows = sorted(per_name.items(), key=lambda kv: -kv[1][0])[:top]
     return {
-        "preset": preset, **C.env_info(device), "candidate": str(candidate), "input": input_note,
+        "preset": preset, **C.env_info(device), "candidate": str(candidate), "candidate_sha": candidate_sha,
+        "input": input_note,
         "info": info, "unit": unit, "wall_s": wall_s,
         "kernel_time_s": total_us / 1e6,
         "busy_fraction": min(1.0, busy_us / 1e6 / wall_s) if wall_s > 0 else None,
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     C.atomic_write(out, md)
     facts = {"ok": True, "out": str(out), "wall_s": r["wall_s"], "busy_fraction": r["busy_fraction"],
              "launches": r["launches"], "by_category_s": r["by_category_s"], "compile": r["compile"],
-             "markdown": md}
+             "candidate_sha": r["candidate_sha"], "markdown": md}
     top = ", ".join(f"{k['name'][:40]} {k['pct']:.0f}%" for k in r["top"][:3])
     C.emit([f"profile written to {out}", f"  busy {r['busy_fraction']:.1%}, {r['launches']} launches; top: {top}"], facts)
     return 0

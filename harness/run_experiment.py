@@ -65,6 +65,16 @@ def is_rerun(candidate_sha: str, best: dict[str, str] | None) -> bool:
     return best is not None and best["candidate_sha"] == candidate_sha
 
 
+def same_source(rec: dict[str, Any], tool: str, facts: dict[str, Any]) -> None:
+    """Refuse when a tool ran other code than the source being recorded (the file was edited, or
+    replaced by a sync, while the experiment ran)."""
+    ran = facts.get("candidate_sha")
+    if ran and not ran.startswith(rec["candidate_sha"]):
+        raise Refused(f"the candidate changed while it was being measured: {tool} ran source {ran[:16]}, "
+                      f"the record holds {rec['candidate_sha']}. Nothing recorded; run it again and leave "
+                      f"the file alone until it finishes.")
+
+
 def run_tool(script: str, args: list[str], timeout: float) -> tuple[str, dict[str, Any], str]:
     """Run a harness script in a clean process: ('ok'|'fail'|'setup'|'crash'|'timeout', facts, tail)."""
     cmd = [sys.executable, str(HARNESS / script), *args]
@@ -102,14 +112,15 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> dict[str, Any]:
     cand = (a.candidate or C.root() / goals["candidate"]).resolve()
     if not cand.is_file():
         raise Refused(f"candidate file not found: {cand}")
-    source = cand.read_text()
+    raw = cand.read_bytes()
+    source = raw.decode()
     rows = R.read_rows()
     fh = C.frozen_hash()
     check_frozen(rows, preset, fh, a.rebaseline)
     best = R.best_row(rows, preset)
     best_median = a.best_median if a.best_median is not None else (float(best["median_s"]) if best else None)
     rec: dict[str, Any] = {"desc": a.desc, "preset": preset, "device": device, "frozen_hash": fh,
-                           "candidate_sha": C.sha256_bytes(source.encode())[:16], "source": source,
+                           "candidate_sha": C.sha256_bytes(raw)[:16], "source": source,
                            "rebaseline": a.rebaseline, "timestamp": R.utc_now(), "verify": {},
                            "bench": {}, "profile_md": None}
     common = ["--preset", preset, "--candidate", str(cand)] + (["--device", a.device] if a.device else [])
@@ -124,6 +135,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> dict[str, Any]:
 def _measure(a: argparse.Namespace, goals: dict[str, Any], rec: dict[str, Any], common: list[str],
              best: dict[str, str] | None, best_median: float | None, frames: Path) -> dict[str, Any]:
     kind, rec["verify"], tail = run_tool("verify.py", common + ["--frames-out", str(frames)], a.timeout)
+    same_source(rec, "verify", rec["verify"])
     if kind == "setup":
         raise Refused(f"verify says the setup is broken: {rec['verify'].get('reason', tail[-300:])}")
     if kind != "ok":
@@ -135,6 +147,7 @@ def _measure(a: argparse.Namespace, goals: dict[str, Any], rec: dict[str, Any], 
     first = best_median is None or a.rebaseline
     bench_args = common + (["--baseline"] if first or a.bench_baseline else [])
     kind, rec["bench"], tail = run_tool("bench.py", bench_args, a.timeout)
+    same_source(rec, "bench", rec["bench"])
     if kind == "setup":
         raise Refused(f"bench says the setup is broken: {rec['bench'].get('reason', tail[-300:])}")
     if kind != "ok":
@@ -157,6 +170,7 @@ def _measure(a: argparse.Namespace, goals: dict[str, Any], rec: dict[str, Any], 
     if would in R.KEEPERS and not a.no_profile:
         out = C.root() / "runs" / f"profile_{os.getpid()}.md"
         kind, pf, tail = run_tool("profile.py", common + ["--out", str(out), "--title", "pending"], a.timeout)
+        same_source(rec, "profile", pf)
         rec["profile_md"] = pf.get("markdown") if kind == "ok" else f"profile failed ({kind}): {tail[-500:]}\n"
         out.unlink(missing_ok=True)
     return rec

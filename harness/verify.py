@@ -163,7 +163,7 @@ def check(candidate: Path | str | None = None, preset: str | None = None, device
     x_saved, fresh_saved = x_cpu.clone(), fresh.detach().cpu().clone()
     try:
         try:
-            build = C.load_candidate(candidate, goals)
+            build, facts["candidate_sha"] = C.load_candidate(candidate, goals)
             fn, info = build(model, x.clone())
             facts["info"] = info
         except C.SetupError:

@@ -89,7 +89,7 @@ class OptimizedDecoder:
         if self._build is None:
             goals = _common.load_goals()
             path = self._candidate or _common.root() / goals["candidate"]
-            self._build = _common.load_candidate(Path(path), goals)
+            self._build, _ = _common.load_candidate(Path(path), goals)
         return self._build
 
     def _move_to(self, device: torch.device) -> None:

@@ -142,6 +142,14 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         assert opt.read_text() == medium, f"{status}: optimize.py not restored byte for byte"
         grows()
 
+    # A file edited while it is measured (here by itself, after verify loaded it): bench runs other
+    # code than the source the record would hold, so nothing is recorded.
+    opt.write_text(candidate(FAST, build="    open(__file__, 'a').write('# edited during the run\\n')\n"))
+    rc, f = run(ws, "--desc", "edits itself", "--no-profile")
+    assert rc == 2 and "changed while it was being measured" in f["reason"], f
+    assert (ws / "results.tsv").read_text() == history[-1]
+    opt.write_text(medium)
+
     # The GPU machine: a copy without .git, holding the records; its measuring records nothing.
     gpu = tmp_path / "gpu"
     shutil.copytree(ws, gpu, symlinks=True, ignore=shutil.ignore_patterns(".git"))
