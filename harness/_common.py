@@ -11,6 +11,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import linecache
 import os
 import platform
 import sys
@@ -227,6 +228,9 @@ def load_candidate(path: Path, goals: dict[str, Any]):
     if not path.is_file():
         raise SetupError(f"candidate file not found: {path}")
     source = path.read_bytes()
+    # Code that reads its own source (Triton's @jit does, via inspect) must see these bytes too,
+    # not the file as it is later: pin them in the line cache (no mtime, so never re-checked).
+    linecache.cache[str(path)] = (len(source), None, source.decode().splitlines(True), str(path))
     name = f"_candidate_{sha256_bytes(str(path).encode())[:8]}_{os.getpid()}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

@@ -165,8 +165,9 @@ def _measure(a: argparse.Namespace, goals: dict[str, Any], rec: dict[str, Any], 
         would = decide(b["median_s"], b["spread_s"], best_median,
                        float(best["spread_s"]) if best and a.best_median is None else 0.0, goals["noise_threshold"])
     rec["would_be"] = would
-    if would in R.KEEPERS:
-        rec["strip_png"] = quality_strip_b64(frames, rec["desc"])
+    # Every measured record gets its strip (cheap): --apply may judge it a keeper even where this
+    # machine's results.tsv did not.
+    rec["strip_png"] = quality_strip_b64(frames, rec["desc"])
     if would in R.KEEPERS and not a.no_profile:
         out = C.root() / "runs" / f"profile_{os.getpid()}.md"
         kind, pf, tail = run_tool("profile.py", common + ["--out", str(out), "--title", "pending"], a.timeout)
@@ -297,7 +298,7 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], cand: Path, rebaseline: bo
             commit = _commit(repo, [cand], msg)
         else:
             commit = "nogit"
-    elif status != "rerun":  # a re-run's source is the keeper's already
+    else:
         note = restore(best, cand, preset, repo)
     row = {"exp": exp, "commit": commit, "timestamp": rec["timestamp"], "desc": rec["desc"],
            "status": status, "median_s": b.get("median_s"), "spread_s": b.get("spread_s"),
@@ -312,6 +313,9 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], cand: Path, rebaseline: bo
     why = rec.get("reason") or rerun_note
     R.append_progress(f"{exp} {status}: {med}, {psnr}: {rec['desc']}" + (f" ({why})" if why else ""))
     written = [R.results_path(), R.leaderboard_path(), R.progress_path()]
+    if status in R.KEEPERS and not rec.get("profile_md"):
+        print(f"run_experiment: keeper {exp} has no profile in its record (measured as would-be "
+              f"{rec.get('would_be')}); run harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
     if status in R.KEEPERS and rec.get("profile_md"):
         prof = C.root() / "profiles" / f"{exp}.md"
         C.atomic_write(prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1))

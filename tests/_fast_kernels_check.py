@@ -64,6 +64,7 @@ for ft, first, tt in ((1, False, 3), (2, False, 4), (2, True, 3)):
         normed = torch.empty_like(want)
         m.norm_silu_torch(want, gamma, None, normed)
         close(f"subpixel_merge ft={ft} first={first} (normalized)", dest[:, :, 2:], normed)
+        assert dest[:, :, :2].abs().max() == 0, "the history frames were overwritten"
 
 # time upsample interleave and the head's unpatchify + clamp
 if hasattr(m, "frames_from_channels_torch"):

@@ -115,3 +115,34 @@ def test_worst_frame_picks_the_furthest_frame() -> None:
     assert abs(f["psnr_db"] - 10 * math.log10(4 / 0.01)) < 1e-6
     assert torch.equal(f["reference"], ref[0, :, 3]) and torch.allclose(f["candidate"], out[0, :, 3])
     assert worst_frame(object(), out, ref, [-1.0, 1.0]) is None  # adapter without `frames`
+
+
+def test_load_candidate_runs_and_pins_the_bytes_it_hashes(tmp_path: Path) -> None:
+    """The sha256 it returns is of the code that ran, and code that reads its own source later
+    (Triton's @jit, via inspect) sees those bytes, not a later edit of the file."""
+    import inspect
+
+    from harness import _common as C
+
+    f = tmp_path / "cand.py"
+    original = "def build_decoder(model, x):\n    return 'original'\n"
+    f.write_text(original)
+    build, sha = C.load_candidate(f, {"build_fn": "build_decoder"})
+    f.write_text("def build_decoder(model, x):\n    return 'edited later'\n")
+    assert sha == C.sha256_bytes(original.encode())
+    assert build(None, None) == "original" and "'original'" in inspect.getsource(build)
+
+
+def test_a_failed_picture_keeps_the_pass(tmp_path: Path) -> None:
+    from harness.verify import save_worst_frame
+
+    class BrokenFrames:
+        @staticmethod
+        def frames(output: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("no pictures today")
+
+    facts = {"passed": True}
+    x = torch.zeros(1, 3, 2, 4, 4)
+    save_worst_frame(BrokenFrames(), x, x, {"value_range": [-1.0, 1.0]}, tmp_path / "f.pt", facts)
+    assert facts["passed"] and "no pictures today" in facts["worst_frame_error"]
+    assert not (tmp_path / "f.pt").exists()
