@@ -209,7 +209,7 @@ if triton is not None:
         y = tl.minimum(tl.maximum(y + tl.load(bias_ptr + k, mask=k < 12, other=0.0)[None, :], -1.0), 1.0)
         j, i, t = r % W, (r // W) % H, r // (H * W)
         c, a, b = k // 4, (k // 2) % 2, k % 2
-        offs = (c * STRIDE_C)[None, :] + (t * STRIDE_T + 2 * i * (2 * W) + 2 * j)[:, None] \
+        offs = (c.to(tl.int64) * STRIDE_C)[None, :] + (t * STRIDE_T + 2 * i * (2 * W) + 2 * j)[:, None] \
             + (b * (2 * W) + a)[None, :]
         tl.store(out_ptr + offs, y, mask=mask)
 
@@ -237,7 +237,8 @@ def norm_silu(x: Tensor, gamma: Tensor, bias: Tensor | None, out: Tensor) -> Non
 
 
 def _on_torch(t: Tensor) -> bool:
-    return not t.is_cuda and not _INTERPRET
+    """Torch ops instead of the kernels: on CPU (unless interpreting them), or without Triton."""
+    return triton is None or (not t.is_cuda and not _INTERPRET)
 
 
 def residual_sum(conv_out: Tensor, bias: Tensor, skip: Tensor, norm: tuple[Tensor, Tensor] | None = None) -> Tensor:
@@ -252,6 +253,7 @@ def residual_sum(conv_out: Tensor, bias: Tensor, skip: Tensor, norm: tuple[Tenso
     for b in range(out.shape[0]):
         rows = out[b].numel() // c
         blk = _rows_block(c)
+        # Without a norm the kernel still takes the two pointers; it never touches them.
         _residual_kernel[(triton.cdiv(rows, blk),)](
             conv_out[b], skip[b], bias, out[b], norm[0] if norm else bias, norm[1][b] if norm else out[b],
             rows, C=c, NORM=norm is not None, BLOCK_R=blk, num_warps=4)
@@ -391,9 +393,10 @@ class FastDecoder:
             buf[:, :, :HISTORY].copy_(hist)
         return buf
 
-    def norm_for_consumer(self, block: str, n: int, t: int, h: int, w: int) -> tuple[Tensor, Tensor] | None:
+    def prefill_consumer_input(self, block: str, n: int, t: int, h: int, w: int) -> tuple[Tensor, Tensor] | None:
         """(gamma, destination) for a kernel that makes `block`'s output and can also write the
-        normalized input of the conv that reads it; None when no norm + conv follows."""
+        normalized input of the conv that reads it; None when no norm + conv follows. Allocates
+        that conv's input buffer now and leaves it in self.filled, where its causal() finds it."""
         if block not in self.consumers:
             return None
         conv, gamma = self.consumers[block]
@@ -439,8 +442,8 @@ class FastDecoder:
             bias = bias + self.w.bias[sc]
         else:
             skip = x
-        n, _, t, hh, w = h.shape
-        return residual_sum(h, bias, skip, self.norm_for_consumer(prefix, n, t, hh, w))
+        n, _, frames, height, width = h.shape
+        return residual_sum(h, bias, skip, self.prefill_consumer_input(prefix, n, frames, height, width))
 
     def attention(self, prefix: str, x: Tensor) -> Tensor:
         blk = self.vae.get_submodule(prefix)
@@ -472,7 +475,7 @@ class FastDecoder:
                     y = frames_from_channels(y, self.w.bias[f"{name}.time_conv"])
             o = F.conv3d(y, self.w.conv[f"{name}.resample.1"], None, padding=(0, 1, 1))
             n, _, t, h1, w1 = o.shape
-            norm = self.norm_for_consumer(name, n, t, 2 * (h1 - 1), 2 * (w1 - 1))
+            norm = self.prefill_consumer_input(name, n, t, 2 * (h1 - 1), 2 * (w1 - 1))
             return subpixel_merge(o, self.w.bias[f"{name}.resample.1"], x, factor_t, first_chunk, norm)
         return y
 
