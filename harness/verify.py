@@ -100,19 +100,16 @@ def _unchanged(x: torch.Tensor, saved: torch.Tensor, when: str) -> None:
         raise Fail(f"candidate modified its input during {when}")
 
 
-def worst_frame(adapter: Any, out: torch.Tensor, ref: torch.Tensor,
-                value_range: list[float]) -> dict[str, Any] | None:
+def worst_frame(adapter: Any, out: torch.Tensor, ref: torch.Tensor, gate: dict) -> dict[str, Any] | None:
     """The frame where the output is furthest from the reference (both [3, H, W] fp32), with its
-    index and PSNR over the gate's value range; None when the adapter has no `frames`."""
+    index and PSNR (as the gate computes it); None when the adapter has no `frames`."""
     if not hasattr(adapter, "frames"):
         return None
     cand, refs = adapter.frames(out), adapter.frames(ref)
     # frame by frame in fp64: a whole 720p clip in fp64 would be several GB
     mse = torch.stack([((c.double() - r.double()) ** 2).mean() for c, r in zip(cand, refs)])
     i = int(mse.argmax())
-    span = value_range[1] - value_range[0]
-    psnr = float("inf") if mse[i] == 0 else float(10 * torch.log10(span**2 / mse[i]))
-    return {"index": i, "count": len(mse), "psnr_db": psnr,
+    return {"index": i, "count": len(mse), "psnr_db": C.compare(cand[i], refs[i], gate)["psnr_db"],
             "reference": refs[i].float().clone(), "candidate": cand[i].float().clone()}
 
 
@@ -204,7 +201,7 @@ def save_worst_frame(adapter: Any, out: torch.Tensor, ref: torch.Tensor, gate: d
     """For the quality strip. A picture that cannot be made is reported in the facts; it never
     turns a passing candidate into a crash."""
     try:
-        frame = worst_frame(adapter, out, ref, gate["value_range"])
+        frame = worst_frame(adapter, out, ref, gate)
         if frame is not None:
             torch.save(frame, path)
             facts["worst_frame"] = {k: frame[k] for k in ("index", "count", "psnr_db")}

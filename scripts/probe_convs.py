@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from harness.bench import time_runs  # noqa: E402
 from model import LATENT_MEAN, LATENT_STD, WanVAE  # noqa: E402
 
 CL = torch.channels_last_3d
@@ -56,16 +57,7 @@ def list_convs(candidate: Path, shape: list[int]) -> collections.Counter:
 
 def time_ms(fn, reps: int = 5) -> float:
     fn()  # cudnn.benchmark picks its algorithm on the first call
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return statistics.median(time_runs(fn, reps, "cuda")) * 1000
 
 
 def conv_flops(x: tuple, w: tuple, pad: tuple) -> float:

@@ -110,11 +110,12 @@ def test_worst_frame_picks_the_furthest_frame() -> None:
     out = ref.clone()
     out[0, :, 3] += 0.1  # frame 3 of the first video is off by 0.1 everywhere
     out[0, :, 1] += 0.01
-    f = worst_frame(target, out, ref, [-1.0, 1.0])
+    gate = {"value_range": [-1.0, 1.0], "min_psnr_db": 45.0, "max_abs": 0.25}
+    f = worst_frame(target, out, ref, gate)
     assert (f["index"], f["count"]) == (3, 5)
     assert abs(f["psnr_db"] - 10 * math.log10(4 / 0.01)) < 1e-6
     assert torch.equal(f["reference"], ref[0, :, 3]) and torch.allclose(f["candidate"], out[0, :, 3])
-    assert worst_frame(object(), out, ref, [-1.0, 1.0]) is None  # adapter without `frames`
+    assert worst_frame(object(), out, ref, gate) is None  # adapter without `frames`
 
 
 def test_load_candidate_runs_and_pins_the_bytes_it_hashes(tmp_path: Path) -> None:
