@@ -72,18 +72,17 @@ if hasattr(m, "frames_from_channels_torch"):
     want = torch.empty(2, c, 2 * t, h, w)
     m.frames_from_channels_torch(y, b2, want)
     close("frames_from_channels", m.frames_from_channels(y, b2), want)
-if hasattr(m, "finish_torch") and "taps" in m.finish_torch.__code__.co_varnames:
-    # the head's three time taps per frame, channels-last rows of 48, summed over frames t..t+2
-    taps = (torch.randn(2 * (t + 2), 48, h, w, generator=g) * 2).contiguous(memory_format=torch.channels_last)
-    taps, b12 = taps.view(2, t + 2, 48, h, w), torch.randn(12, generator=g)
+if hasattr(m, "finish_torch"):
+    if "taps" in m.finish_torch.__code__.co_varnames:
+        # the head's three time taps per frame, channels-last rows of 48, summed over frames t..t+2
+        head = (torch.randn(2 * (t + 2), 48, h, w, generator=g) * 2).contiguous(memory_format=torch.channels_last)
+        head, label = head.view(2, t + 2, 48, h, w), "finish (head taps)"
+    else:
+        head, label = rand(2, 16, t, h, w) * 2, "finish"
+    b12 = torch.randn(12, generator=g)
+    # written into frames 1..t of a longer clip: the kernel must touch exactly its slice
     full_k, full_t = torch.zeros(2, 3, t + 4, 2 * h, 2 * w), torch.zeros(2, 3, t + 4, 2 * h, 2 * w)
-    m.finish(taps, b12, full_k[:, :, 1:1 + t])
-    m.finish_torch(taps, b12, full_t[:, :, 1:1 + t])
-    close("finish (head taps)", full_k, full_t)
-elif hasattr(m, "finish_torch"):
-    y, b12 = rand(2, 16, t, h, w) * 2, torch.randn(12, generator=g)
-    full_k, full_t = torch.zeros(2, 3, t + 4, 2 * h, 2 * w), torch.zeros(2, 3, t + 4, 2 * h, 2 * w)
-    m.finish(y, b12, full_k[:, :, 1:1 + t])
-    m.finish_torch(y, b12, full_t[:, :, 1:1 + t])
-    close("finish", full_k, full_t)
+    m.finish(head, b12, full_k[:, :, 1:1 + t])
+    m.finish_torch(head, b12, full_t[:, :, 1:1 + t])
+    close(label, full_k, full_t)
 print("all kernels match")
