@@ -28,7 +28,7 @@ python3 harness/make_reference.py --preset "$preset"
 
 n=0
 while IFS='|' read -r cand extra desc; do
-  cand=$(echo "$cand" | xargs)
+  cand=$(echo "$cand" | sed 's/^ *//; s/ *$//')
   case "$cand" in ''|'#'*) continue ;; esac
   n=$((n + 1))
   rec="$out/recs/$(printf '%02d' "$n").json"

@@ -9,6 +9,9 @@ decode spend their time, layer by layer, and would the head conv run faster in a
    data: conv speed does not depend on values) with CUDA events, median of 5 after a warm-up.
 3. Times the head conv (256 -> 12 channels, 3x3x3) padded to 16/32/64 output channels, and as one
    2D conv per frame with the three time taps stacked on the output channels (then summed).
+4. Times the slow wide convs (3x3x3, under 730 TFLOP/s, 100 ms or more a decode) split in two:
+   by input channels (two half-width convs whose outputs a later kernel would sum) and by output
+   channels (two convs of the whole input, half the outputs each).
 """
 
 from __future__ import annotations
@@ -114,6 +117,28 @@ def head_variants(seen: collections.Counter) -> list[str]:
     return out
 
 
+def split_variants(seen: collections.Counter) -> list[str]:
+    out = ["| input (N C T H W) | weight (O I kT kH kW) | whole | input halves | input halves + add | output halves |",
+           "|---|---|---:|---:|---:|---:|"]
+    for (xs, ws, pad), count in seen.items():
+        x, w = rand(*xs), rand(*ws)
+        whole = time_ms(lambda: F.conv3d(x, w, None, padding=pad))
+        if ws[2:] != (3, 3, 3) or whole * count < 100 or conv_flops(xs, ws, pad) / whole / 1e9 >= 730:
+            continue
+        ci, co = ws[1] // 2, ws[0] // 2
+        xa, xb = x[:, :ci].contiguous(memory_format=CL), x[:, ci:].contiguous(memory_format=CL)
+        wa, wb = w[:, :ci].contiguous(memory_format=CL), w[:, ci:].contiguous(memory_format=CL)
+        wc, wd = w[:co].contiguous(memory_format=CL), w[co:].contiguous(memory_format=CL)
+        halves_in = time_ms(lambda: (F.conv3d(xa, wa, None, padding=pad), F.conv3d(xb, wb, None, padding=pad)))
+        halves_add = time_ms(lambda: F.conv3d(xa, wa, None, padding=pad) + F.conv3d(xb, wb, None, padding=pad))
+        halves_out = time_ms(lambda: (F.conv3d(x, wc, None, padding=pad), F.conv3d(x, wd, None, padding=pad)))
+        out.append(f"| {xs} | {ws} | {whole:.2f} | {halves_in:.2f} | {halves_add:.2f} | {halves_out:.2f} |")
+        del x, w, xa, xb, wa, wb, wc, wd
+    if len(out) == 2:
+        return ["No 3x3x3 conv under 730 TFLOP/s with 100 ms or more a decode."]
+    return ["ms a call, each the median of 5.", "", *out]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--candidate", type=Path, default=ROOT / "optimize.py")
@@ -131,7 +156,7 @@ def main() -> int:
                  f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
                  f"cuDNN {torch.backends.cudnn.version()}; each conv timed alone, median of 5 (CUDA events).",
                  "", "## Every conv of one decode", "", *per_layer(seen), "", "## Head conv variants", "",
-                 *head_variants(seen)]
+                 *head_variants(seen), "", "## Slow convs split in two", "", *split_variants(seen)]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
