@@ -13,6 +13,12 @@
 # --mp4: afterwards, with the best keeper back in optimize.py, run the GPU-only test and decode
 # the benchmark latent to an mp4 (python -m harness.decode --compare), reading the mp4 back.
 # PRESET=tiny runs the same steps at the tiny preset (a dry run of a plan on a CPU machine).
+#
+# A plan longer than one device call: start it in a private copy of the tree, in its own process
+# session (`cp -a . /tmp/w && cd /tmp/w && setsid nohup bash scripts/gpu_session.sh /tmp/s PLAN &`;
+# a later call's sync would replace the files it measures), then poll from the next calls with a
+# command that first checks `[ -d /tmp/s ] || exit 3`: a machine released between calls comes
+# back bare, and a poll that waits for a file there waits on nothing.
 set -u
 preset=${PRESET:-full}
 out=${1:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
