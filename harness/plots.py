@@ -4,8 +4,9 @@ Usage:
     python harness/plots.py [--results results.tsv] [--out progress.png]
 
 `render_progress(results_tsv, out_png)`: median latency per experiment of the most recent
-preset + GPU, the best-so-far line through the keepers, gate failures / crashes / timeouts
-marked along the top, and the floor (FLOPs / goals.json floor.rate_tflops) as a dashed line.
+preset + GPU, the best-so-far line through the keepers (restarting at each baseline), gate
+failures / crashes / timeouts marked along the top, and the floor (FLOPs / goals.json
+floor.rate_tflops) as a dashed line.
 `quality_strip(reference_frame, candidate_frame, out_png, amplify=...)`: reference | candidate |
 amplified |difference| of one frame, labelled.
 
@@ -76,6 +77,19 @@ def floor_seconds(preset: str) -> float | None:
         return None
 
 
+def best_so_far(rows: list[dict[str, str]], times: list[float | None]) -> list[float | None]:
+    """The best keeper time at each row, restarting at every baseline: a row is only ever judged
+    against the rows after the last baseline (another machine, or a changed harness)."""
+    best, line = math.inf, []
+    for t, r in zip(times, rows):
+        if r.get("status") == "baseline" and t is not None:
+            best = t
+        elif r.get("status") in KEEPERS and t is not None:
+            best = min(best, t)
+        line.append(best if math.isfinite(best) else None)
+    return line
+
+
 def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
     """Draw progress.png; returns its path, or None when there is nothing to draw."""
     rows = read_rows(Path(results_tsv))
@@ -101,14 +115,18 @@ def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
         ax.scatter([x for x, _ in fails], [top] * len(fails), marker="x", color="tab:red",
                    label="gate fail / crash / timeout", zorder=3)
 
-    best, line = math.inf, []
-    for x, t, r in zip(xs, times, rows):
-        if r.get("status") in KEEPERS and t is not None:
-            best = min(best, t)
-        line.append(best if math.isfinite(best) else None)
-    pts = [(x, b) for x, b in zip(xs, line) if b is not None]
-    if pts:
-        ax.step(*zip(*pts), where="post", color="tab:green", label=f"best so far ({pts[-1][1]:.3g} s)")
+    # One line per comparison: each baseline starts a new one, unconnected to the last.
+    segments: list[list[tuple[int, float]]] = []
+    for x, b, r in zip(xs, best_so_far(rows, times), rows):
+        if b is None:
+            continue
+        if not segments or r.get("status") == "baseline":
+            segments.append([])
+        segments[-1].append((x, b))
+    for i, seg in enumerate(segments):
+        seg.append((seg[-1][0] + 0.5, seg[-1][1]))  # carry the last step to the next row
+        label = f"best since its baseline ({segments[-1][-1][1]:.3g} s now)" if i == 0 else None
+        ax.step(*zip(*seg), where="post", color="tab:green", label=label)
 
     floor = floor_seconds(preset) if preset else None
     if floor:
