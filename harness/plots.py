@@ -26,9 +26,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import _common  # noqa: E402
+from harness import _common, records  # noqa: E402
 
-KEEPERS = ("baseline", "keep")
 FAILED = ("gate_fail", "crash", "timeout")
 DEFAULT_AMPLIFY = 20.0
 
@@ -77,16 +76,13 @@ def floor_seconds(preset: str) -> float | None:
         return None
 
 
-def best_so_far(rows: list[dict[str, str]], times: list[float | None]) -> list[float | None]:
-    """The best keeper time at each row, restarting at every baseline: a row is only ever judged
-    against the rows after the last baseline (another machine, or a changed harness)."""
-    best, line = math.inf, []
-    for t, r in zip(times, rows):
-        if r.get("status") == "baseline" and t is not None:
-            best = t
-        elif r.get("status") in KEEPERS and t is not None:
-            best = min(best, t)
-        line.append(best if math.isfinite(best) else None)
+def best_so_far(rows: list[dict[str, str]]) -> list[float | None]:
+    """At each row, the time the keep rule judged against: records.best_row over the rows so far
+    (the fastest keeper since the last baseline of that preset)."""
+    line = []
+    for i, row in enumerate(rows):
+        best = records.best_row(rows[:i + 1], row["preset"])
+        line.append(float(best["median_s"]) if best else None)
     return line
 
 
@@ -117,7 +113,7 @@ def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
 
     # One line per comparison: each baseline starts a new one, unconnected to the last.
     segments: list[list[tuple[int, float]]] = []
-    for x, b, r in zip(xs, best_so_far(rows, times), rows):
+    for x, b, r in zip(xs, best_so_far(rows), rows):
         if b is None:
             continue
         if not segments or r.get("status") == "baseline":

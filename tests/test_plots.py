@@ -35,11 +35,12 @@ def test_render_progress_writes_png(workspace, tmp_path):
 
 
 def test_best_so_far_restarts_at_each_baseline():
-    rows = [{"status": s} for s in ("baseline", "keep", "revert", "rerun", "baseline", "gate_fail", "keep")]
-    times = [10.0, 3.0, 2.0, 2.9, 11.0, None, 3.2]
+    statuses = ("baseline", "keep", "revert", "rerun", "baseline", "gate_fail", "keep")
+    times = ["10.0", "3.0", "2.0", "2.9", "11.0", "", "3.2"]
+    rows = [{"status": s, "median_s": t, "preset": "tiny"} for s, t in zip(statuses, times)]
     # A revert or re-run never lowers the line; the second baseline starts a new comparison.
-    assert plots.best_so_far(rows, times) == [10.0, 3.0, 3.0, 3.0, 11.0, 11.0, 3.2]
-    assert plots.best_so_far([{"status": "revert"}], [5.0]) == [None]
+    assert plots.best_so_far(rows) == [10.0, 3.0, 3.0, 3.0, 11.0, 11.0, 3.2]
+    assert plots.best_so_far([{"status": "revert", "median_s": "5.0", "preset": "tiny"}]) == [None]
 
 
 def test_render_progress_empty_file(tmp_path):
