@@ -34,6 +34,7 @@ sys.path[:] = [p for p in sys.path if p not in _mine] + _mine
 # Tests and retargeted copies point the harness at another goals file with this variable.
 GOALS_ENV = "AUTO_OPTIM_GOALS"
 FROZEN_PATHS = ("harness", "model", "goals.json")
+MIN_RUNS = 5  # timed calls at least: fewer give no meaningful median or spread
 
 
 class SetupError(Exception):
@@ -90,6 +91,16 @@ def reference_path(preset: str) -> Path:
     return assets_dir() / f"reference_{preset}.pt"
 
 
+def pool_dir(preset: str) -> Path:
+    """The pool of fresh inputs with their references: one file per input, made once per machine."""
+    return assets_dir() / f"pool_{preset}"
+
+
+def secret_paths(goals: dict[str, Any]) -> list[Path]:
+    """What the candidate's worker may never read: every preset's input, reference and pool."""
+    return [p for preset in goals["presets"] for p in (input_path(preset), reference_path(preset), pool_dir(preset))]
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -106,18 +117,23 @@ def sha256_tensor(t: torch.Tensor) -> str:
     return sha256_bytes(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
 
 
-def frozen_hash() -> str:
-    """One hash over every file under the frozen paths (harness/, model/, goals.json)."""
-    h = hashlib.sha256()
+def frozen_files() -> dict[str, str]:
+    """sha256 of every file under the frozen paths (harness/, model/, goals.json), by path."""
     base = root()
+    out = {}
     for rel in FROZEN_PATHS:
         p = base / rel
         files = sorted(p.rglob("*")) if p.is_dir() else [p]
         for f in files:
             if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
-                h.update(str(f.relative_to(base)).encode())
-                h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+                out[str(f.relative_to(base))] = sha256_file(f)
+    return out
+
+
+def frozen_hash(files: dict[str, str] | None = None) -> str:
+    """One hash over the frozen files: every row carries the evaluator that produced it."""
+    files = frozen_files() if files is None else files
+    return sha256_bytes("\n".join(f"{k} {v}" for k, v in sorted(files.items())).encode())[:16]
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -135,43 +151,84 @@ def save_tensor_atomic(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
+REMAKE = "run python harness/prepare.py (add --force to remake what is there)"
+
+
 def load_asset(path: Path, what: str) -> dict[str, Any]:
     if not path.is_file():
-        raise SetupError(f"{what} not found: {path} (run harness/make_latent.py / make_reference.py)")
+        raise SetupError(f"{what} not found: {path}; {REMAKE}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        asset = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unreadable file is the same setup error
-        raise SetupError(f"{what} {path} is unreadable: {type(e).__name__}: {e}") from None
+        raise SetupError(f"{what} {path} is damaged ({type(e).__name__}); {REMAKE}") from None
+    if not isinstance(asset, dict):
+        raise SetupError(f"{what} {path} is not an asset this harness made; {REMAKE}")
+    return asset
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, gate: dict[str, Any]) -> dict[str, Any]:
-    """PSNR (over the gate's value range) and max-abs of `out` against `ref`, and the verdict."""
-    facts: dict[str, Any] = {"psnr_db": None, "max_abs": None, "passed": False, "reason": ""}
-    if not isinstance(out, torch.Tensor):
-        facts["reason"] = f"output is {type(out).__name__}, not a tensor"
-        return facts
-    if tuple(out.shape) != tuple(ref.shape):
-        facts["reason"] = f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
-        return facts
-    if out.dtype != ref.dtype:
-        facts["reason"] = f"dtype {out.dtype} != reference {ref.dtype}"
-        return facts
-    out64 = out.detach().to("cpu", torch.float64)
-    if not torch.isfinite(out64).all():
-        facts["reason"] = "output has NaN or Inf"
-        return facts
-    diff = out64 - ref.to(torch.float64)
-    lo, hi = gate["value_range"]
-    mse = float((diff**2).mean())
-    facts["max_abs"] = float(diff.abs().max())
-    facts["psnr_db"] = float("inf") if mse == 0 else float(10 * torch.log10(torch.tensor((hi - lo) ** 2 / mse)))
-    if facts["psnr_db"] < gate["min_psnr_db"]:
-        facts["reason"] = f"PSNR {facts['psnr_db']:.2f} dB < {gate['min_psnr_db']} dB"
-    elif facts["max_abs"] > gate["max_abs"]:
-        facts["reason"] = f"max abs diff {facts['max_abs']:.4f} > {gate['max_abs']}"
-    else:
-        facts["passed"] = True
-    return facts
+def model_code_sha256(adapter: ModuleType) -> str:
+    """Hash of the model code: every file of the package that holds the adapter (model/)."""
+    base = Path(adapter.__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(base.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+            h.update(str(f.relative_to(base)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def load_input_asset(goals: dict[str, Any], preset: str) -> torch.Tensor:
+    """The preset's benchmark input, checked for shape and its recorded hash."""
+    path = input_path(preset)
+    x = load_asset(path, "input").get("input")
+    if not isinstance(x, torch.Tensor):
+        raise SetupError(f"{path} holds no 'input' tensor; {REMAKE}")
+    shape = list(goals["presets"][preset]["input_shape"])
+    if list(x.shape) != shape:
+        raise SetupError(f"{path}: input shape {list(x.shape)}, preset {preset} needs {shape}; {REMAKE}")
+    if x.is_floating_point() and not torch.isfinite(x).all():
+        raise SetupError(f"{path}: input has NaN or Inf; {REMAKE}")
+    return x
+
+
+def _check_made_for(meta: dict[str, Any], adapter: ModuleType, path: Path) -> None:
+    """A reference is only valid for the weights and model code it was made with."""
+    again = "run python harness/make_reference.py --force"
+    if meta.get("model_sha256") != model_code_sha256(adapter):
+        raise SetupError(f"model code changed since {path.name} was made; {again}")
+    if meta.get("weights_id") != adapter.weights_id():
+        raise SetupError(f"weights changed since {path.name} was made; {again}")
+
+
+def load_reference_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """The benchmark input and its strict-fp32 reference, checked against each other and against
+    the model code and weights (SetupError when stale)."""
+    x = load_input_asset(goals, preset)
+    path = reference_path(preset)
+    asset = load_asset(path, "reference")
+    ref, meta = asset.get("output"), asset.get("meta") or {}
+    if not isinstance(ref, torch.Tensor):
+        raise SetupError(f"{path} holds no 'output' tensor; {REMAKE}")
+    if meta.get("input_sha256") != sha256_tensor(x):
+        raise SetupError(f"{path.name} was made from another input; run python harness/make_reference.py --force")
+    _check_made_for(meta, adapter, path)
+    return x, ref, meta
+
+
+def load_pool(goals: dict[str, Any], adapter: ModuleType, preset: str, device: str) -> list[dict[str, Any]]:
+    """The pool of fresh inputs: [{"input", "output" (its reference), "strict"}] on `device`."""
+    folder = pool_dir(preset)
+    files = sorted(folder.glob("*.pt")) if folder.is_dir() else []
+    if not files:
+        raise SetupError(f"no pool of fresh inputs in {folder}; {REMAKE}")
+    pool = []
+    for f in files:
+        asset = load_asset(f, "pool input")
+        meta = asset.get("meta") or {}
+        _check_made_for(meta, adapter, f)
+        pool.append({"input": asset["input"].to(device), "output": asset["output"].to(device),
+                     "strict": meta.get("precision") == "strict-fp32"})
+    return pool
 
 
 def env_info(device: str) -> dict[str, Any]:
@@ -190,35 +247,6 @@ def env_info(device: str) -> dict[str, Any]:
 def sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
-
-
-class FileGuard:
-    """Refuses any open() of the given files once armed, through a Python audit hook.
-
-    Audit hooks cannot be removed, so a candidate cannot turn the guard off; the harness reads
-    the files it needs before importing the candidate.
-    """
-
-    _installed: "FileGuard | None" = None
-
-    def __init__(self) -> None:
-        self.blocked: set[str] = set()
-
-    @classmethod
-    def get(cls) -> "FileGuard":
-        if cls._installed is None:
-            cls._installed = FileGuard()
-            sys.addaudithook(cls._installed._hook)
-        return cls._installed
-
-    def block(self, *paths: Path) -> None:
-        self.blocked.update(os.path.realpath(p) for p in paths)
-
-    def _hook(self, event: str, args: tuple) -> None:
-        if event == "open" and self.blocked and isinstance(args[0], (str, bytes, os.PathLike)):
-            path = os.fsdecode(args[0])
-            if os.path.realpath(path) in self.blocked:
-                raise PermissionError(f"candidate may not read {path}")
 
 
 def load_candidate(path: Path, goals: dict[str, Any]):
@@ -247,7 +275,7 @@ def emit(human: list[str], facts: dict[str, Any]) -> None:
     for line in human:
         print(line)
     for key, value in facts.items():
-        if not isinstance(value, (dict, list)):
+        if value not in (None, "") and not isinstance(value, (dict, list)):  # a key with nothing to say is left out
             print(f"{key}: {value}")
     print(json.dumps(facts, default=str))
     sys.stdout.flush()

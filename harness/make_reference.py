@@ -1,24 +1,31 @@
-"""Make the frozen reference output for a preset: the pristine model's forward in strict fp32.
+"""Make the frozen references for a preset: the benchmark input's strict-fp32 output, and a pool
+of fresh inputs with theirs.
 
 Usage:
-    python harness/make_reference.py [--preset P] [--device cpu|cuda] [--force]
+    python harness/make_reference.py [--preset P] [--device cpu|cuda] [--force] [--only reference|pool]
 
 Reads assets/input_<preset>.pt (make it with harness/make_latent.py) and writes
-assets/reference_<preset>.pt = {"output": fp32 tensor, "meta": {precision, input_sha256,
-weights_sha256, model_sha256, weights_kind, device, versions, seconds}}. Strict fp32 means TF32
-off for matmul and cuDNN and deterministic algorithms. verify.py refuses a reference whose
-hashes no longer match the input, the weights or the model code.
+assets/reference_<preset>.pt = {"output": tensor, "meta": {precision, input_sha256, weights_id,
+model_sha256, weights_kind, device, versions, seconds}}. Strict fp32 means TF32 off for matmul and
+cuDNN and deterministic algorithms. The harness refuses a reference whose hashes no longer match
+the input, the weights or the model code.
 
-Exit 0 on success, 2 on any bad input (one line on stderr); an existing reference is never
-overwritten without --force, and files are written atomically.
+The pool (assets/pool_<preset>/NNN.pt, goals.json "pool"): `size` inputs drawn from os.urandom
+seeds, each with its reference; the first `strict` of them in strict fp32, the others with
+PyTorch's default settings (TF32 on CUDA: 7x cheaper, and far closer to strict than any gate
+tolerance), stored as `store_dtype`. Every call of an experiment gets one of these or the
+benchmark input, so no call repeats an input; the candidate's worker can read none of them.
+
+Exit 0 on success, 2 on any bad input (one line on stderr); existing files are never overwritten
+without --force, and files are written atomically.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -50,52 +57,24 @@ def strict_fp32() -> Iterator[None]:
         torch.backends.cudnn.benchmark = saved[4]
 
 
-def model_sha256(adapter: ModuleType) -> str:
-    """Hash of the model code: every file of the package that holds the adapter (model/)."""
-    base = Path(adapter.__file__).resolve().parent
-    h = hashlib.sha256()
-    for f in sorted(base.rglob("*")):
-        if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
-            h.update(str(f.relative_to(base)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-def load_input(preset: str, goals: dict[str, Any]) -> torch.Tensor:
-    """The preset's input tensor, checked for shape, dtype and its recorded hash."""
-    asset = C.load_asset(C.input_path(preset), "input")
-    x = asset.get("input") if isinstance(asset, dict) else None
-    if not isinstance(x, torch.Tensor):
-        raise C.SetupError(f"{C.input_path(preset)} holds no 'input' tensor")
-    shape = list(goals["presets"][preset]["input_shape"])
-    if x.dtype != torch.float32:
-        raise C.SetupError(f"{C.input_path(preset)}: input dtype {x.dtype}, expected torch.float32")
-    if list(x.shape) != shape:
-        raise C.SetupError(f"{C.input_path(preset)}: input shape {list(x.shape)}, preset {preset} needs {shape}")
-    recorded = (asset.get("meta") or {}).get("sha256")
-    if recorded is not None and recorded != C.sha256_tensor(x):
-        raise C.SetupError(f"{C.input_path(preset)}: tensor does not match its recorded sha256")
-    if not torch.isfinite(x).all():
-        raise C.SetupError(f"{C.input_path(preset)}: input has NaN or Inf")
-    return x
-
-
 def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor, device: str,
-                    preset: str) -> dict[str, Any]:
-    """Run the adapter's reference in strict fp32; returns the asset dict (output + meta)."""
-    with strict_fp32():
+                    preset: str, strict: bool = True, store_dtype: torch.dtype | None = None) -> dict[str, Any]:
+    """Run the adapter's reference (strict fp32, or PyTorch's defaults); returns the asset dict."""
+    with strict_fp32() if strict else contextlib.nullcontext():
         xd = x.to(device)
         C.sync(device)
         t0 = time.perf_counter()
         out = adapter.reference(model, xd)
         C.sync(device)
         seconds = time.perf_counter() - t0
-    out = out.detach().to("cpu", torch.float32).contiguous()
+    out = out.detach().to("cpu").contiguous()
+    if store_dtype is not None:
+        out = out.to(store_dtype)
     env = C.env_info(device)
     meta = {
-        "precision": "strict-fp32", "preset": preset,
+        "precision": "strict-fp32" if strict else "fp32-defaults", "preset": preset,
         "input_sha256": C.sha256_tensor(x), "output_sha256": C.sha256_tensor(out),
-        "weights_sha256": adapter.weights_sha256(model), "model_sha256": model_sha256(adapter),
+        "weights_id": adapter.weights_id(), "model_sha256": C.model_code_sha256(adapter),
         "weights_kind": adapter.weights_kind(), "device": device, "gpu": env["gpu"],
         "torch": str(env["torch"]), "cuda": env["cuda"], "cudnn": env["cudnn"],
         "seconds": round(seconds, 3), "shape": list(out.shape),
@@ -103,36 +82,68 @@ def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor
     return {"output": out, "meta": meta}
 
 
+def make_pool(goals: dict[str, Any], adapter: ModuleType, model: torch.nn.Module, preset: str,
+              device: str) -> list[str]:
+    """The preset's pool of fresh inputs and their references (goals.json "pool")."""
+    spec = goals.get("pool", {})
+    size, strict = int(spec.get("size", 8)), int(spec.get("strict", 1))
+    store = getattr(torch, spec["store_dtype"]) if spec.get("store_dtype") else None
+    shape = list(goals["presets"][preset]["input_shape"])
+    folder = C.pool_dir(preset)
+    tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for i in range(size):
+        seed = int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
+        x = adapter.make_input(shape, seed, "cpu")
+        asset = build_reference(adapter, model, x, device, preset, strict=i < strict, store_dtype=store)
+        asset["input"] = x
+        asset["meta"]["seed"] = seed
+        torch.save(asset, tmp / f"{i:03d}.pt")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)  # the whole pool appears at once, or not at all
+    return [str(folder)]
+
+
 def run(preset: str | None = None, device: str | None = None, force: bool = False,
-        model: torch.nn.Module | None = None) -> dict[str, Any]:
-    """Make and save the reference; `model` lets tests reuse an already loaded pristine model."""
+        model: torch.nn.Module | None = None, only: str | None = None) -> dict[str, Any]:
+    """Make what is missing (everything, with force); `model` lets tests reuse a loaded model."""
     goals = C.load_goals()
     adapter = C.load_adapter(goals)
     device = device or C.default_device()
     preset = C.pick_preset(goals, preset, device)
-    path = C.reference_path(preset)
-    if path.exists() and not force:
-        raise C.SetupError(f"{path} exists; pass --force to overwrite it")
-    x = load_input(preset, goals)  # before the slow model load: bad input fails fast
+    path, folder = C.reference_path(preset), C.pool_dir(preset)
+    want_ref = only in (None, "reference") and (force or not path.exists())
+    want_pool = only in (None, "pool") and (force or not folder.exists())
+    if not (want_ref or want_pool):
+        raise C.SetupError(f"{path.name} and {folder.name}/ exist; pass --force to remake them")
+    x = C.load_input_asset(goals, preset)  # before the slow model load: bad input fails fast
     model = model if model is not None else adapter.load_model(device)
-    asset = build_reference(adapter, model, x, device, preset)
-    C.save_tensor_atomic(asset, path)
-    return {**asset["meta"], "path": str(path)}
+    facts: dict[str, Any] = {"preset": preset, "device": device, "path": str(path), "made": []}
+    if want_ref:
+        asset = build_reference(adapter, model, x, device, preset)
+        C.save_tensor_atomic(asset, path)
+        facts.update(asset["meta"], made=[str(path)])
+    if want_pool:
+        t0 = time.perf_counter()
+        facts["made"] += make_pool(goals, adapter, model, preset, device)
+        facts["pool_seconds"] = round(time.perf_counter() - t0, 3)
+    return facts
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", help="preset name from goals.json (default: full on CUDA, tiny on CPU)")
     ap.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
-    ap.add_argument("--force", action="store_true", help="overwrite an existing reference")
+    ap.add_argument("--force", action="store_true", help="remake what exists")
+    ap.add_argument("--only", choices=["reference", "pool"], help="make only the benchmark reference, or only the pool")
     args = ap.parse_args(argv)
     try:
-        facts = run(args.preset, args.device, args.force)
+        facts = run(args.preset, args.device, args.force, only=args.only)
     except C.SetupError as e:
         print(f"make_reference: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
-    C.emit([f"reference for preset {facts['preset']}: {facts['shape']} in {facts['seconds']} s "
-            f"(strict fp32, {facts['device']}) -> {facts['path']}"], facts)
+    C.emit([f"preset {facts['preset']} on {facts['device']}: made " + ", ".join(facts["made"])], facts)
     return 0
 
 

@@ -3,9 +3,10 @@
 Usage:
     python harness/plots.py [--results results.tsv] [--out progress.png]
 
-`render_progress(results_tsv, out_png)`: median latency per experiment of the most recent
-preset + GPU, the best-so-far line through the keepers (restarting at each baseline), gate
-failures / crashes / timeouts marked along the top, and the floor (FLOPs / goals.json
+`render_progress(results_tsv, out_png, goals)`: the metric per experiment (goals.json "metric": a
+median latency, or a throughput where higher is better) of the most recent preset + GPU, the
+best-so-far line through the keepers (restarting at each baseline), gate failures / crashes /
+timeouts / tampered runs marked along the edge, and for a latency the floor (FLOPs / goals.json
 floor.rate_tflops) as a dashed line.
 `quality_strip(reference_frame, candidate_frame, out_png, amplify=...)`: reference | candidate |
 amplified |difference| of one frame, labelled.
@@ -16,7 +17,6 @@ matplotlib is imported lazily (the GPU machine has none; callers skip the pictur
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import math
 import sys
@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # run as a script: make `harness` importable
 
 from harness import _common, records  # noqa: E402
 
-FAILED = ("gate_fail", "crash", "timeout")
+FAILED = records.RED
 DEFAULT_AMPLIFY = 20.0
 
 
@@ -58,11 +58,6 @@ def _float(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def read_rows(results_tsv: Path) -> list[dict[str, str]]:
-    with open(results_tsv, newline="") as f:
-        return list(csv.DictReader(f, delimiter="\t"))
-
-
 @functools.lru_cache(maxsize=8)
 def floor_seconds(preset: str) -> float | None:
     """FLOPs of one decode at the preset over the floor rate; None when goals lack either."""
@@ -76,19 +71,28 @@ def floor_seconds(preset: str) -> float | None:
         return None
 
 
-def best_so_far(rows: list[dict[str, str]]) -> list[float | None]:
-    """At each row, the time the keep rule judged against: records.best_row over the rows so far
-    (the fastest keeper since the last baseline of that preset)."""
+def best_so_far(rows: list[dict[str, str]], better: str = "lower") -> list[float | None]:
+    """At each row, the value the keep rule judged against: records.best_row over the rows so far
+    (the best keeper since the last baseline of that preset and GPU)."""
     line = []
     for i, row in enumerate(rows):
-        best = records.best_row(rows[:i + 1], row["preset"])
-        line.append(float(best["median_s"]) if best else None)
+        best = records.best_row(rows[:i + 1], row["preset"], row["gpu"], better)
+        line.append(records.metric_value(best) if best else None)
     return line
 
 
-def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
+def _value(row: dict[str, str]) -> float | None:
+    try:
+        return _float(str(records.metric_value(row)))
+    except (TypeError, ValueError):
+        return None
+
+
+def render_progress(results_tsv: Path, out_png: Path, goals: dict[str, Any] | None = None) -> Path | None:
     """Draw progress.png; returns its path, or None when there is nothing to draw."""
-    rows = read_rows(Path(results_tsv))
+    spec = records.metric_spec(goals)
+    better = spec.get("better", "lower")
+    rows = records.read_rows(Path(results_tsv))
     if not rows:
         return None
     preset, gpu = rows[-1].get("preset", ""), rows[-1].get("gpu", "")
@@ -97,9 +101,9 @@ def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(10, 5))
 
     xs = list(range(len(rows)))
-    times = [_float(r.get("median_s")) for r in rows]
+    times = [_value(r) for r in rows]
     known = [t for t in times if t is not None]
-    top = max(known) * 1.6 if known else 1.0
+    edge = (max(known) * 1.6 if better == "lower" else min(known) / 1.6) if known else 1.0
     styles = {"baseline": ("s", "tab:blue", "baseline"), "keep": ("o", "tab:green", "keep"),
               "revert": ("o", "0.6", "revert (no gain)"), "rerun": ("D", "tab:purple", "re-run of a keeper")}
     for status, (marker, color, label) in styles.items():
@@ -108,12 +112,12 @@ def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
             ax.scatter(*zip(*pts), marker=marker, color=color, label=label, zorder=3)
     fails = [(x, r["status"]) for x, r in zip(xs, rows) if r.get("status") in FAILED]
     if fails:  # no trustworthy time: mark them along the top of the axis
-        ax.scatter([x for x, _ in fails], [top] * len(fails), marker="x", color="tab:red",
-                   label="gate fail / crash / timeout", zorder=3)
+        ax.scatter([x for x, _ in fails], [edge] * len(fails), marker="x", color="tab:red",
+                   label="gate fail / crash / timeout / tampered", zorder=3)
 
     # One line per comparison: each baseline starts a new one, unconnected to the last.
     segments: list[list[tuple[int, float]]] = []
-    for x, b, r in zip(xs, best_so_far(rows), rows):
+    for x, b, r in zip(xs, best_so_far(rows, better), rows):
         if b is None:
             continue
         if not segments or r.get("status") == "baseline":
@@ -121,17 +125,17 @@ def render_progress(results_tsv: Path, out_png: Path) -> Path | None:
         segments[-1].append((x, b))
     for i, seg in enumerate(segments):
         seg.append((seg[-1][0] + 0.5, seg[-1][1]))  # carry the last step to the next row
-        label = f"best since its baseline ({segments[-1][-1][1]:.3g} s now)" if i == 0 else None
+        label = f"best since its baseline ({segments[-1][-1][1]:.3g} {spec.get('unit', '')} now)" if i == 0 else None
         ax.step(*zip(*seg), where="post", color="tab:green", label=label)
 
-    floor = floor_seconds(preset) if preset else None
+    floor = floor_seconds(preset) if preset and better == "lower" else None
     if floor:
         ax.axhline(floor, color="black", linestyle="--", label=f"floor {floor:.3g} s (FLOPs / rate)")
     ax.set_yscale("log")
     ax.set_xticks(xs, [r.get("exp", str(x)) for x, r in zip(xs, rows)],
                   rotation=90 if len(xs) > 15 else 0, fontsize=8)
     ax.set_xlabel("experiment")
-    ax.set_ylabel("median decode time (s, log)")
+    ax.set_ylabel(f"{spec['name']} ({spec.get('unit', '')}, log; {better} is better)")
     ax.set_title(f"preset {preset} on {gpu}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
@@ -190,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plots: no results file at {results}", file=sys.stderr)
         return 2
     try:
-        written = render_progress(results, out)
+        written = render_progress(results, out, _common.load_goals())
     except ImportError as e:
         print(f"plots: matplotlib is missing ({e}); no picture", file=sys.stderr)
         return 2

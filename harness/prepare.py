@@ -1,4 +1,5 @@
-"""Make the assets for a preset if they are missing: the input, then its strict-fp32 reference.
+"""Make the assets for a preset if they are missing: the input, its strict-fp32 reference and the
+pool of fresh inputs with their references (harness/make_reference.py).
 
 Usage:
     python harness/prepare.py [--preset P] [--device cpu|cuda] [--seeded]
@@ -37,15 +38,15 @@ def main(argv: list[str] | None = None) -> int:
         model = None
         if not C.input_path(preset).is_file():
             made.append(make_latent.run(preset, mode="seeded" if a.seeded else "default", device=device)["path"])
-        if not C.reference_path(preset).is_file():
+        if not C.reference_path(preset).is_file() or not C.pool_dir(preset).is_dir():
             model = C.load_adapter(goals).load_model(device)
-            made.append(make_reference.run(preset, device=device, model=model)["path"])
+            made += make_reference.run(preset, device=device, model=model)["made"]
     except C.SetupError as e:  # make_latent's InputError is one, as are bad goals
         print(f"prepare: {e}", file=sys.stderr)
         return 2
     C.emit([f"assets for preset {preset} ready in {C.assets_dir()}" + (f" (made {len(made)})" if made else " (already there)")],
            {"preset": preset, "device": device, "made": made, "input": str(C.input_path(preset)),
-            "reference": str(C.reference_path(preset))})
+            "reference": str(C.reference_path(preset)), "pool": str(C.pool_dir(preset))})
     return 0
 
 

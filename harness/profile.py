@@ -1,32 +1,33 @@
-"""Profile one forward pass of the candidate (after warm-up) and write a markdown report.
+"""Profile one call of the candidate (after warm-up) and write a markdown report.
 
 Usage:
-    python harness/profile.py [--preset P] [--candidate FILE] [--device cpu|cuda]
-                              [--out profiles/NAME.md] [--trace profiles/NAME.json] [--top 15]
+    python harness/profile.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--unsandboxed]
+                              [--out profiles/NAME.md] [--top 15]
 
-Reports the top kernels by GPU time (ops by CPU time on CPU), time by category (convolution,
-attention/matmul, norm/elementwise, copy/cat/pad, other), the GPU busy fraction (union of kernel
-time / unprofiled wall time of one forward), kernel launches per forward, and graph breaks when
-the candidate uses torch.compile. Trace files are gitignored (profiles/*.json).
-Exit: 0 written, 1 the candidate crashed, 2 broken setup.
+The call runs in the sandboxed worker like every other (harness/session.py: a fresh input,
+checked), under torch.profiler. Reports the top kernels by GPU time (ops by CPU time on CPU), time
+by category (convolution, attention/matmul, norm/elementwise, copy/cat/pad, other), the GPU busy
+fraction (union of kernel time / the median call time the harness measured), kernel launches per
+call, the share of GPU time outside the largest category, and graph breaks when the candidate
+uses torch.compile. run_experiment profiles every keeper in the same worker that timed it.
+The kernel figures are measured inside the candidate's own process, so they inform; they are
+never the metric.
+Exit: 0 written, 1 the candidate crashed or failed the gate, 2 broken setup.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-import time
-import traceback
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
-from torch.profiler import ProfilerActivity, profile as torch_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness import _common as C  # noqa: E402
-from harness.bench import load_input  # noqa: E402
 
 CATEGORIES = ("convolution", "attention/matmul", "norm/elementwise", "copy/cat/pad", "other")
 # Checked in order: the first entry with a pattern inside the lower-cased name wins.
@@ -76,36 +77,19 @@ def _graph_breaks() -> dict[str, int] | None:
     return {"graph_breaks": breaks, "unique_graphs": graphs}
 
 
-def run_profile(candidate: Path | None = None, preset: str | None = None, device: str | None = None,
-                trace: Path | None = None, top: int = 15, model: torch.nn.Module | None = None) -> dict[str, Any]:
-    goals = C.load_goals()
-    adapter = C.load_adapter(goals)
-    device = device or C.default_device()
-    preset = C.pick_preset(goals, preset, device)
-    candidate = Path(candidate) if candidate else C.root() / goals["candidate"]
-    if not candidate.is_file():
-        raise C.SetupError(f"candidate file not found: {candidate}")
-    x, input_note = load_input(goals, adapter, preset, device)
-    if model is None:
-        model = adapter.load_model(device)
-    build, candidate_sha = C.load_candidate(candidate, goals)
-    with torch.no_grad():
-        fn, info = build(model, x.clone())
-        for _ in range(max(1, int(goals["presets"][preset].get("warmup_runs", 1)))):
-            fn(x)
-        C.sync(device)
-        t0 = time.perf_counter()  # unprofiled wall time: the profiler's own overhead is not the model's
-        fn(x)
-        C.sync(device)
-        wall_s = time.perf_counter() - t0
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-        with torch_profile(activities=acts) as prof:
-            fn(x)
-            C.sync(device)
-    if trace:
-        trace.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(trace))
+@contextlib.contextmanager
+def capture(device: str) -> Iterator[Any]:
+    """torch.profiler around one call (in the worker)."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
 
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with torch_profile(activities=acts) as prof:
+        yield prof
+        C.sync(device)
+
+
+def summarize(prof: Any, device: str, top: int = 15) -> dict[str, Any]:
+    """Kernel (or op) times by name and category from a capture; JSON-safe."""
     events = list(prof.events())
     if device == "cuda":  # device-side kernels (and memcpy/memset) by GPU time
         kern = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -126,18 +110,24 @@ def run_profile(candidate: Path | None = None, preset: str | None = None, device
     total_us = sum(by_cat.values()) or 1.0
     top_rows = sorted(per_name.items(), key=lambda kv: -kv[1][0])[:top]
     return {
-        "preset": preset, **C.env_info(device), "candidate": str(candidate), "candidate_sha": candidate_sha,
-        "input": input_note,
-        "info": info, "unit": unit, "wall_s": wall_s,
-        "kernel_time_s": total_us / 1e6,
-        "busy_fraction": min(1.0, busy_us / 1e6 / wall_s) if wall_s > 0 else None,
-        "launches": len(kern),
+        "unit": unit, "kernel_time_s": total_us / 1e6, "busy_s": busy_us / 1e6, "launches": len(kern),
         "by_category_s": {c: v / 1e6 for c, v in by_cat.items()},
         "top": [{"name": n, "time_s": t / 1e6, "calls": k, "pct": 100 * t / total_us, "category": classify(n)}
                 for n, (t, k) in top_rows],
         "compile": _graph_breaks(),
-        "trace": str(trace) if trace else None,
     }
+
+
+def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """The worker's summary joined with what the harness measured itself (the call time)."""
+    wall = facts.get("median_s") or 0.0
+    cats = summary["by_category_s"]
+    total = sum(cats.values()) or 1.0
+    return {**summary, "preset": facts["preset"], "gpu": facts["gpu"], "torch": facts["torch"],
+            "cuda": facts.get("cuda"), "cudnn": facts.get("cudnn"), "candidate": facts["candidate"],
+            "input": "a fresh pool input", "info": facts.get("info"), "wall_s": wall,
+            "busy_fraction": min(1.0, summary["busy_s"] / wall) if wall > 0 else None,
+            "outside_largest": 1 - max(cats.values()) / total, "largest_category": max(cats, key=cats.get)}
 
 
 def to_markdown(r: dict[str, Any], title: str) -> str:
@@ -147,16 +137,15 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
         f"- candidate: `{Path(r['candidate']).name}`, info: `{r['info']}`",
         f"- preset {r['preset']} on {r['gpu']}; torch {r['torch']}, CUDA {r['cuda']}, cuDNN {r['cudnn']}",
         f"- input: {r['input']}",
-        f"- wall time of one forward (unprofiled): {r['wall_s']:.4f} s",
+        f"- wall time of one call (the harness's median, unprofiled): {r['wall_s']:.4f} s",
         f"- {u} time in {'kernels' if u == 'GPU' else 'aten ops'}: {r['kernel_time_s']:.4f} s; "
         f"{u} busy fraction: {r['busy_fraction']:.1%}",
+        f"- share of {u} time outside the largest category ({r['largest_category']}): {r['outside_largest']:.1%}",
         f"- {'kernel launches' if u == 'GPU' else 'aten ops'} per forward: {r['launches']}",
     ]
     c = r["compile"]
     lines.append("- torch.compile: not used" if c is None else
                  f"- torch.compile: {c['graph_breaks']} graph breaks, {c['unique_graphs']} unique graphs")
-    if r.get("trace"):
-        lines.append(f"- trace: `{r['trace']}` (chrome://tracing or https://ui.perfetto.dev)")
     lines += ["", f"## {u} time by category", "", "| category | time (s) | share |", "|---|---:|---:|"]
     total = sum(r["by_category_s"].values()) or 1.0
     for cat, t in sorted(r["by_category_s"].items(), key=lambda kv: -kv[1]):
@@ -171,33 +160,35 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from harness.session import Session
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path)
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--out", type=Path, help="markdown report (default profiles/<candidate stem>.md)")
-    p.add_argument("--trace", type=Path, help="also write a chrome trace (gitignored: profiles/*.json)")
-    p.add_argument("--top", type=int, default=15)
     p.add_argument("--title", help="heading of the report (default: the output file's stem)")
+    p.add_argument("--unsandboxed", action="store_true", help="run the candidate without a sandbox")
     a = p.parse_args(argv)
+    out = a.out or C.root() / "profiles" / f"{(a.candidate or Path('optimize.py')).stem}.md"
     try:
-        out = a.out or C.root() / "profiles" / f"{(a.candidate or Path('optimize.py')).stem}.md"
-        r = run_profile(a.candidate, a.preset, a.device, a.trace, a.top)
+        with Session(a.candidate, a.preset, a.device, unsandboxed=a.unsandboxed) as s:
+            facts = s.measure()
+            summary = s.profile(facts) if facts["passed"] else None
     except C.SetupError as e:
         C.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}"})
         return 2
-    except Exception as e:  # noqa: BLE001 - the candidate may raise anything
-        traceback.print_exc()
-        reason = f"candidate crashed: {type(e).__name__}: {e}".splitlines()[0]
-        C.emit([f"FAILED: {reason}"], {"ok": False, "reason": reason})
+    if summary is None:
+        C.emit([f"FAILED: {facts['reason']}"], {"ok": False, "reason": facts["reason"]})
         return 1
+    r = report(summary, facts)
     md = to_markdown(r, a.title or out.stem)
     C.atomic_write(out, md)
-    facts = {"ok": True, "out": str(out), "wall_s": r["wall_s"], "busy_fraction": r["busy_fraction"],
-             "launches": r["launches"], "by_category_s": r["by_category_s"], "compile": r["compile"],
-             "candidate_sha": r["candidate_sha"], "markdown": md}
     top = ", ".join(f"{k['name'][:40]} {k['pct']:.0f}%" for k in r["top"][:3])
-    C.emit([f"profile written to {out}", f"  busy {r['busy_fraction']:.1%}, {r['launches']} launches; top: {top}"], facts)
+    C.emit([f"profile written to {out}", f"  busy {r['busy_fraction']:.1%}, {r['launches']} launches; top: {top}"],
+           {"ok": True, "out": str(out), "busy_fraction": r["busy_fraction"], "launches": r["launches"],
+            "outside_largest": r["outside_largest"], "by_category_s": r["by_category_s"],
+            "candidate_sha": facts["candidate_sha"], "markdown": md})
     return 0
 
 

@@ -21,12 +21,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness import _common as C  # noqa: E402
 
-COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s", "psnr_db",
+COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s", "quality",
            "max_abs", "speedup_vs_fp32", "gpu", "preset", "weights", "frozen_hash", "candidate_sha",
-           "versions"]
-STATUSES = ("baseline", "keep", "revert", "rerun", "gate_fail", "crash", "timeout")
+           "versions", "wall_s", "sandbox", "metric"]
+# Rows written before the worker harness: 16 cells, `psnr_db` where `quality` is now. They are read
+# as they are (the missing cells read "-"); the first append rewrites only the header line.
+LEGACY_COLUMNS = COLUMNS[:7] + ["psnr_db"] + COLUMNS[8:16]
+STATUSES = ("baseline", "keep", "revert", "rerun", "gate_fail", "crash", "timeout", "tampered")
 KEEPERS = ("baseline", "keep")
+RED = ("gate_fail", "crash", "timeout", "tampered")
 HEADER = "\t".join(COLUMNS) + "\n"
+REPAIR = ("repair it by hand: every line needs {n} tab-separated cells (git diff results.tsv shows what "
+          "changed; git checkout results.tsv restores the last committed version)")
 PROGRESS_SKELETON = ("# Progress\n\n## Journal\n\n(What was tried and why, in your own words.)\n\n"
                      "## Dead ends\n\n(Ideas that did not help on this model, and the numbers that say so.)\n\n"
                      "## Log\n\n")
@@ -49,14 +55,17 @@ def read_rows(path: Path | None = None) -> list[dict[str, str]]:
     if not path.is_file():
         return []
     lines = path.read_text().splitlines()
-    if not lines or lines[0].split("\t") != COLUMNS:
-        raise C.SetupError(f"{path} does not start with the expected header ({len(COLUMNS)} columns)")
+    header = lines[0].split("\t") if lines else []
+    if header not in (COLUMNS, LEGACY_COLUMNS):
+        raise C.SetupError(f"{path} does not start with the expected header ({len(COLUMNS)} columns); "
+                           + REPAIR.format(n=len(COLUMNS)))
     rows = []
     for n, line in enumerate(lines[1:], 2):
         cells = line.split("\t")
-        if len(cells) != len(COLUMNS):
-            raise C.SetupError(f"{path} line {n} has {len(cells)} columns, expected {len(COLUMNS)}")
-        rows.append(dict(zip(COLUMNS, cells)))
+        if len(cells) not in (len(COLUMNS), len(LEGACY_COLUMNS)):
+            raise C.SetupError(f"{path} line {n} has {len(cells)} cells, expected {len(COLUMNS)} "
+                               f"(a half-written or hand-edited line?); " + REPAIR.format(n=len(COLUMNS)))
+        rows.append(dict(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells)))))
     return rows
 
 
@@ -79,14 +88,15 @@ def append_row(row: dict[str, Any], path: Path | None = None) -> str:
         raise ValueError(f"status {row.get('status')!r} not in {STATUSES}")
     old = path.read_text() if path.is_file() else HEADER
     read_rows(path)  # refuses a damaged file before we add to it
-    if not old.endswith("\n"):
-        old += "\n"
+    head, _, body = old.partition("\n")
+    new = HEADER + body  # a legacy header becomes the current one; the rows stay as they are
+    if body and not new.endswith("\n"):
+        new += "\n"
     line = "\t".join(_cell(row.get(c)) for c in COLUMNS) + "\n"
-    new = old + line
     now = path.read_text() if path.is_file() else HEADER
-    if now.rstrip("\n") != old.rstrip("\n") or not new.startswith(now.rstrip("\n")):
+    if now != old:
         raise C.SetupError(f"{path} changed while being appended to; nothing written")
-    C.atomic_write(path, new)
+    C.atomic_write(path, new + line)
     return line
 
 
@@ -95,41 +105,65 @@ def next_exp_id(rows: list[dict[str, str]]) -> str:
     return f"e{max(nums, default=0) + 1:03d}"
 
 
-def baseline_row(rows: list[dict[str, str]], preset: str) -> dict[str, str] | None:
-    """The baseline in force for a preset: the latest baseline row (a re-baseline starts anew)."""
-    base = [r for r in rows if r["status"] == "baseline" and r["preset"] == preset]
+def baseline_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None) -> dict[str, str] | None:
+    """The baseline in force for a preset (on a GPU, when given): the latest baseline row."""
+    base = [r for r in rows if r["status"] == "baseline" and r["preset"] == preset and gpu in (None, r["gpu"])]
     return base[-1] if base else None
 
 
-def best_row(rows: list[dict[str, str]], preset: str) -> dict[str, str] | None:
-    """The fastest keeper (baseline or keep) since the baseline in force for the preset."""
-    base = baseline_row(rows, preset)
+def best_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None,
+             better: str = "lower") -> dict[str, str] | None:
+    """The best keeper (baseline or keep) since the baseline in force for the preset."""
+    base = baseline_row(rows, preset, gpu)
     if base is None:
         return None
     since = rows[rows.index(base):]
-    keepers = [r for r in since if r["status"] in KEEPERS and r["preset"] == preset]
-    return min(keepers, key=lambda r: float(r["median_s"]))
+    keepers = [r for r in since if r["status"] in KEEPERS and r["preset"] == preset and r["gpu"] == base["gpu"]]
+    return min(keepers, key=lambda r: sort_key(r, better))
 
 
-def write_leaderboard(rows: list[dict[str, str]] | None = None, path: Path | None = None) -> str:
+def metric_value(row: dict[str, str]) -> float:
+    """The row's metric (seconds for a latency, tokens/s for a throughput); legacy rows: median_s."""
+    return float(row["metric"] if row.get("metric", "-") != "-" else row["median_s"])
+
+
+def sort_key(row: dict[str, str], better: str) -> float:
+    return metric_value(row) if better == "lower" else -metric_value(row)
+
+
+def metric_spec(goals: dict[str, Any] | None) -> dict[str, Any]:
+    """goals.json "metric": what is compared and which way is better (a latency by default)."""
+    spec = (goals or {}).get("metric")
+    return spec if isinstance(spec, dict) else {"name": "median_s", "unit": "s", "better": "lower"}
+
+
+def write_leaderboard(rows: list[dict[str, str]] | None = None, path: Path | None = None,
+                      goals: dict[str, Any] | None = None, here: tuple[str, str] | None = None) -> str:
+    """Keepers ranked per (preset, machine); `here` (this run's preset and GPU) comes first."""
     rows = read_rows() if rows is None else rows
     path = path or leaderboard_path()
+    spec = metric_spec(goals)
+    quality = ((goals or {}).get("gate") or {}).get("quality_name", "quality")
+    better = spec.get("better", "lower")
     out = ["<!-- Generated by harness/records.py from results.tsv after every experiment. "
            "Do not edit by hand. -->", "", "# Leaderboard", "",
-           f"Kept experiments and the baseline, fastest first, per preset. All attempts: results.tsv "
-           f"({len(rows)} rows).", ""]
-    for preset in sorted({r["preset"] for r in rows}):
-        keep = [r for r in rows if r["preset"] == preset and r["status"] in KEEPERS]
+           f"The baseline (the frozen model, fp32 eager) and the kept experiments, best first, for each preset and "
+           f"machine: rows are only compared with rows of the same preset measured on the same GPU model. "
+           f"{spec['name']} in {spec.get('unit', '')}, {better} is better. All attempts: results.tsv ({len(rows)} rows).", ""]
+    groups = sorted({(r["preset"], r["gpu"]) for r in rows}, key=lambda g: (g != here, g))
+    for preset, gpu in groups:
+        keep = [r for r in rows if (r["preset"], r["gpu"]) == (preset, gpu) and r["status"] in KEEPERS]
         if not keep:
             continue
-        keep.sort(key=lambda r: float(r["median_s"]))
-        out += [f"## Preset `{preset}`", "",
-                "| rank | exp | median (s) | spread (s) | speedup vs fp32 eager | PSNR (dB) | max abs | status "
-                "| description | commit | GPU | weights | versions | frozen hash |",
-                "|---:|---|---:|---:|---:|---:|---:|---|---|---|---|---|---|---|"]
+        keep.sort(key=lambda r: sort_key(r, better))
+        title = f"## Preset `{preset}` on {gpu}" + (" (this machine's last run)" if (preset, gpu) == here else "")
+        out += [title, "",
+                f"| rank | exp | {spec['name']} | median (s) | spread (s) | speedup vs fp32 eager | {quality} | max abs "
+                "| status | description | commit | weights | versions | frozen hash |",
+                "|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---|"]
         for i, r in enumerate(keep, 1):
-            cells = [str(i), r["exp"], r["median_s"], r["spread_s"], r["speedup_vs_fp32"], r["psnr_db"],
-                     r["max_abs"], r["status"], r["desc"], r["commit"], r["gpu"], r["weights"],
+            cells = [str(i), r["exp"], f"{metric_value(r):.6g}", r["median_s"], r["spread_s"], r["speedup_vs_fp32"],
+                     r["quality"], r["max_abs"], r["status"], r["desc"], r["commit"], r["weights"],
                      r["versions"], r["frozen_hash"]]
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         out.append("")
@@ -163,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"records: {e}", file=sys.stderr)
         return 2
     if a.action == "leaderboard":
-        write_leaderboard(rows)
+        write_leaderboard(rows, goals=C.load_goals())
         C.emit([f"leaderboard regenerated from {len(rows)} rows"], {"rows": len(rows), "out": str(leaderboard_path())})
     else:
         C.emit([r["exp"] + "  " + r["status"] + "  " + r["median_s"] + "  " + r["desc"] for r in rows], {"rows": len(rows)})

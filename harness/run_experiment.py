@@ -1,28 +1,37 @@
-"""Run one experiment: verify -> bench -> decide -> record (-> git commit + profile for a keeper).
+"""Run one experiment: measure in one sandboxed worker -> decide -> record (-> commit + profile).
 
 Usage:
     python harness/run_experiment.py --desc "bf16 weights" [--preset P] [--candidate FILE]
-                                     [--device cpu|cuda] [--timeout S] [--bench-baseline] [--no-profile]
+                                     [--device cpu|cuda] [--timeout S] [--no-profile] [--unsandboxed]
     python harness/run_experiment.py --desc "..." --measure-only --record-out rec.json [--best-median S]
     python harness/run_experiment.py --apply rec.json
-    add --rebaseline (a person, on purpose) to accept changed frozen files (harness/, model/, goals.json)
+    add --rebaseline (a person, on purpose) to start a new comparison: a new baseline row first
 
-The first recorded experiment of a preset is its baseline. Later ones are kept only if the gate
-passes and the median beats the best keeper by more than the noise threshold (goals.json) and
-by more than the measured spread; otherwise optimize.py is restored to the best keeper.
-A candidate whose source is the best keeper's (same sha256) is a re-run, recorded as `rerun`
-with its distance from that keeper's median (within the noise threshold or not): how a result is
-reproduced on a fresh machine.
-Every attempt appends exactly one row to results.tsv (keep, revert, rerun, gate_fail, crash,
-timeout), regenerates leaderboard.md and progress.png and adds a line to PROGRESS.md. Keepers are
-committed with git (optimize.py first, so the row can name that commit; then the records,
-profiles/<exp>.md and quality/<exp>.png: reference | candidate | amplified difference on the
-frame where the candidate is furthest from the reference).
+The baseline. The first run on a machine (no baseline row yet for this preset and GPU model), or
+a run with --rebaseline, first measures the frozen model's own fp32 eager forward
+(harness/baselines/fp32_eager.py) and records it as the `baseline` row; then the candidate is
+measured against it. So the first thing a user sees is a true ratio over fp32 eager.
 
-Record-file mode, for a GPU machine without .git: --measure-only runs verify and bench (and the
-profile of a would-be keeper, judged against --best-median or results.tsv there) and writes a JSON
-record with everything, including the candidate's source; --apply does the bookkeeping half in
-the git checkout.
+The keep rule. A candidate is kept only if every call passed the gate and its metric (goals.json
+"metric": a median latency, or a throughput) beats the best keeper since that baseline by more
+than the noise threshold and by more than either one's spread. A keeper's source becomes
+optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
+else leaves optimize.py at the best keeper: after a revert of an edited optimize.py it is put
+back; a --candidate file is never modified. The best keeper's own source measured again (on a
+fresh machine, say) is a `rerun`, with its distance from that keeper.
+
+Every attempt appends exactly one row to results.tsv (baseline, keep, revert, rerun, gate_fail,
+crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
+record to records/<exp>.json (the source, every figure, the profile and quality strip of a
+keeper), regenerates leaderboard.md and progress.png and adds a line to PROGRESS.md.
+
+Tamper check: the frozen files (harness/, model/, goals.json) are hashed before and after; a
+change during the run voids it (status `tampered`, nothing kept or committed). A run refuses to
+start while another holds the lock, or when the frozen files differ from the baseline's.
+
+Record-file mode, for a GPU machine without .git: --measure-only measures (and profiles a
+would-be keeper, judged against --best-median or results.tsv there) and writes a JSON record;
+--apply does the bookkeeping half in the git checkout.
 Exit: 0 recorded keeper/baseline or a re-run within noise, 1 other recorded rows, 2 refused
 (nothing recorded).
 """
@@ -31,10 +40,11 @@ from __future__ import annotations
 
 import argparse
 import base64
+import fcntl
 import json
 import os
-import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,152 +53,164 @@ from harness import _common as C  # noqa: E402
 from harness import records as R  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
-DEFAULT_TIMEOUT = 1800
+BASELINE = HARNESS / "baselines" / "fp32_eager.py"
+BASELINE_DESC = "baseline: the frozen model, fp32 eager (PyTorch defaults), on this machine"
 
 
 class Refused(Exception):
-    """Nothing is recorded: frozen files changed, broken setup, bad arguments."""
+    """Nothing is recorded: frozen files changed, broken setup, bad arguments, a run in progress."""
 
 
-def decide(median: float, spread: float, best_median: float | None, best_spread: float, noise: float) -> str:
+def decide(value: float, spread: float, best: float | None, best_spread: float, noise: float,
+           better: str = "lower") -> str:
     """'baseline' when nothing is recorded yet; 'keep' only for a win beyond noise and spread."""
-    if best_median is None:
+    if best is None:
         return "baseline"
-    gain = best_median - median
-    if median < best_median * (1 - noise) and gain > max(spread, best_spread):
+    gain = best - value if better == "lower" else value - best
+    if gain > noise * best and gain > max(spread, best_spread):
         return "keep"
     return "revert"
 
 
+def metric_of(facts: dict[str, Any], goals: dict[str, Any], preset: str) -> tuple[float, float]:
+    """(metric, its spread) from a session's timings: seconds, or work per second."""
+    spec = R.metric_spec(goals)
+    if spec.get("better", "lower") == "lower":
+        return facts["median_s"], facts["spread_s"]
+    work = float(goals["presets"][preset].get("work_per_call", 1))
+    return work / facts["median_s"], work / facts["min_s"] - work / facts["max_s"]
+
+
 def is_rerun(candidate_sha: str, best: dict[str, str] | None) -> bool:
     """The candidate is the best keeper's source, measured again."""
-    return best is not None and best["candidate_sha"] == candidate_sha
+    return best is not None and best["status"] == "keep" and candidate_sha.startswith(best["candidate_sha"])
 
 
-def same_source(rec: dict[str, Any], tool: str, facts: dict[str, Any]) -> None:
-    """Refuse when a tool ran other code than the source being recorded (the file was edited, or
-    replaced by a sync, while the experiment ran)."""
-    ran = facts.get("candidate_sha")
-    if ran and not ran.startswith(rec["candidate_sha"]):
-        raise Refused(f"the candidate changed while it was being measured: {tool} ran source {ran[:16]}, "
-                      f"the record holds {rec['candidate_sha']}. Nothing recorded; run it again and leave "
-                      f"the file alone until it finishes.")
+def frozen_state() -> dict[str, str]:
+    return C.frozen_files()
 
 
-def run_tool(script: str, args: list[str], timeout: float) -> tuple[str, dict[str, Any], str]:
-    """Run a harness script in a clean process: ('ok'|'fail'|'setup'|'crash'|'timeout', facts, tail)."""
-    cmd = [sys.executable, str(HARNESS / script), *args]
+def acquire_lock() -> Any:
+    """One experiment at a time per checkout: a second one refuses at once instead of measuring
+    beside the first (both numbers would be wrong)."""
+    path = C.root() / "runs" / "run_experiment.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
-    except subprocess.TimeoutExpired:
-        return "timeout", {"reason": f"{script} ran past {timeout:.0f} s"}, ""
-    facts: dict[str, Any] = {}
-    for line in reversed(p.stdout.splitlines()):
-        if line.startswith("{"):
-            try:
-                facts = json.loads(line)
-            except json.JSONDecodeError:
-                pass
-            break
-    tail = (p.stdout[-1500:] + "\n" + p.stderr[-3000:]).strip()
-    kind = {0: "ok", 1: "fail", 2: "setup"}.get(p.returncode, "crash")
-    if kind == "fail" and not facts:
-        kind = "crash"  # an uncaught exception also exits 1, without the final JSON line
-    if kind == "crash":
-        facts.setdefault("reason", f"{script} exited {p.returncode}: {tail.splitlines()[-1] if tail else ''}")
-    return kind, facts, tail
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        raise Refused(f"another experiment is running in this checkout ({holder}); wait for it to finish") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()}, started {R.utc_now()}")
+    f.flush()
+    return f
 
 
-def _is_crash(facts: dict[str, Any]) -> bool:
-    # verify's reasons for an exception in the candidate: "candidate raised ...", "candidate build raised ..."
-    reason = str(facts.get("reason", "")).lower()
-    return bool(facts.get("crashed")) or any(k in reason for k in ("candidate raised", "build raised", "crashed"))
+# --- the measuring half ------------------------------------------------------------------------
 
+def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]]:
+    """The GPU half: a baseline record first when this machine has none, then the candidate's."""
+    from harness.session import Session  # lazy: --apply and --help need no torch
 
-def measure(a: argparse.Namespace, goals: dict[str, Any]) -> dict[str, Any]:
-    """The GPU half: verify and bench in subprocesses, then profile a would-be keeper."""
     device = a.device or C.default_device()
     preset = C.pick_preset(goals, a.preset, device)
     cand = (a.candidate or C.root() / goals["candidate"]).resolve()
     if not cand.is_file():
         raise Refused(f"candidate file not found: {cand}")
-    raw = cand.read_bytes()
-    source = raw.decode()
     rows = R.read_rows()
-    fh = C.frozen_hash()
-    check_frozen(rows, preset, fh, a.rebaseline)
-    best = R.best_row(rows, preset)
-    best_median = a.best_median if a.best_median is not None else (float(best["median_s"]) if best else None)
-    rec: dict[str, Any] = {"desc": a.desc, "preset": preset, "device": device, "frozen_hash": fh,
-                           "candidate_sha": C.sha256_bytes(raw)[:16], "source": source,
-                           "rebaseline": a.rebaseline, "timestamp": R.utc_now(), "verify": {},
-                           "bench": {}, "profile_md": None}
-    common = ["--preset", preset, "--candidate", str(cand)] + (["--device", a.device] if a.device else [])
-    frames = C.root() / "runs" / f"frames_{os.getpid()}.pt"
-    frames.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        return _measure(a, goals, rec, common, best, best_median, frames)
-    finally:
-        frames.unlink(missing_ok=True)
+    gpu = C.env_info(device)["gpu"]
+    frozen = frozen_state()
+    fh = C.frozen_hash(frozen)
+    base = R.baseline_row(rows, preset, gpu)
+    first = a.rebaseline or base is None
+    if not first:
+        check_frozen(base, fh)
+    better = R.metric_spec(goals).get("better", "lower")
+    best = None if first else R.best_row(rows, preset, gpu, better)
+    recs: list[dict[str, Any]] = []
+    plan = ([(BASELINE, BASELINE_DESC, True)] if first else []) + [(cand, a.desc, False)]
+    for path, desc, is_baseline in plan:
+        t0 = time.perf_counter()
+        rec = {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": R.utc_now(),
+               "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "strip_png": None}
+        try:
+            with Session(path, preset, device, unsandboxed=a.unsandboxed, timeout=a.timeout) as s:
+                rec["source"] = s.source.decode()
+                rec["candidate_sha"] = C.sha256_bytes(s.source)[:16]
+                facts = s.measure(want_frame=True)
+                out = facts.pop("_bench_out", None)
+                rec["facts"] = facts
+                rec["outcome"] = "measured" if facts["passed"] else facts["status"]
+                rec["reason"] = facts["reason"]
+                if facts["passed"]:
+                    judge(rec, goals, preset, best, a.best_median)
+                    rec["strip_png"] = quality_strip_b64(s, out, desc)
+                    if rec["would_be"] in R.KEEPERS and not a.no_profile:
+                        rec["profile_md"] = profile_md(s, facts)
+        except C.SetupError as e:
+            raise Refused(str(e)) from None
+        after = frozen_state()
+        if after != frozen:
+            changed = sorted(k for k in set(frozen) | set(after) if frozen.get(k) != after.get(k))
+            rec.update(outcome="tampered", reason=f"frozen file {changed[0]} changed during the run "
+                       f"({len(changed)} changed); the run is void")
+        rec["wall_s"] = time.perf_counter() - t0
+        recs.append(rec)
+        if is_baseline:
+            if rec["outcome"] != "measured":
+                break  # without a baseline there is nothing to judge the candidate against
+            best = {"status": "baseline", "median_s": str(rec["facts"]["median_s"]),
+                    "spread_s": str(rec["facts"]["spread_s"]), "metric": str(rec["metric"]),
+                    "candidate_sha": rec["candidate_sha"]}
+            a.best_median = None
+    return recs
 
 
-def _measure(a: argparse.Namespace, goals: dict[str, Any], rec: dict[str, Any], common: list[str],
-             best: dict[str, str] | None, best_median: float | None, frames: Path) -> dict[str, Any]:
-    kind, rec["verify"], tail = run_tool("verify.py", common + ["--frames-out", str(frames)], a.timeout)
-    same_source(rec, "verify", rec["verify"])
-    if kind == "setup":
-        raise Refused(f"verify says the setup is broken: {rec['verify'].get('reason', tail[-300:])}")
-    if kind != "ok":
-        rec["outcome"] = {"fail": "crash" if _is_crash(rec["verify"]) else "gate_fail"}.get(kind, kind)
-        rec["reason"] = rec["verify"].get("reason", tail[-300:])
-        print(f"verify: {rec['outcome']}: {rec['reason']}", file=sys.stderr)
-        return rec
-
-    first = best_median is None or a.rebaseline
-    bench_args = common + (["--baseline"] if first or a.bench_baseline else [])
-    kind, rec["bench"], tail = run_tool("bench.py", bench_args, a.timeout)
-    same_source(rec, "bench", rec["bench"])
-    if kind == "setup":
-        raise Refused(f"bench says the setup is broken: {rec['bench'].get('reason', tail[-300:])}")
-    if kind != "ok":
-        rec["outcome"] = "timeout" if kind == "timeout" else "crash"
-        rec["reason"] = rec["bench"].get("reason", tail[-300:])
-        print(f"bench: {rec['outcome']}: {rec['reason']}", file=sys.stderr)
-        return rec
-    rec["outcome"] = "measured"
-    b = rec["bench"]
-    if first:
-        would = "baseline"
+def judge(rec: dict[str, Any], goals: dict[str, Any], preset: str, best: dict[str, str] | None,
+          best_override: float | None) -> None:
+    """What the measuring machine thinks the row will be (apply decides again from results.tsv)."""
+    f = rec["facts"]
+    rec["metric"], rec["metric_spread"] = metric_of(f, goals, preset)
+    better = R.metric_spec(goals).get("better", "lower")
+    if rec["rebaseline"]:
+        rec["would_be"] = "baseline"
     elif is_rerun(rec["candidate_sha"], best):
-        would = "rerun"
+        rec["would_be"] = "rerun"
     else:
-        would = decide(b["median_s"], b["spread_s"], best_median,
-                       float(best["spread_s"]) if best and a.best_median is None else 0.0, goals["noise_threshold"])
-    rec["would_be"] = would
-    # Every measured record gets its strip (cheap): --apply may judge it a keeper even where this
-    # machine's results.tsv did not.
-    rec["strip_png"] = quality_strip_b64(frames, rec["desc"])
-    if would in R.KEEPERS and not a.no_profile:
-        out = C.root() / "runs" / f"profile_{os.getpid()}.md"
-        kind, pf, tail = run_tool("profile.py", common + ["--out", str(out), "--title", "pending"], a.timeout)
-        same_source(rec, "profile", pf)
-        rec["profile_md"] = pf.get("markdown") if kind == "ok" else f"profile failed ({kind}): {tail[-500:]}\n"
-        out.unlink(missing_ok=True)
-    return rec
+        target = best_override if best_override is not None else (R.metric_value(best) if best else None)
+        spread = float(best["spread_s"]) if best and best_override is None and better == "lower" else 0.0
+        rec["would_be"] = decide(rec["metric"], rec["metric_spread"], target, spread, goals["noise_threshold"], better)
 
 
-def quality_strip_b64(frames: Path, desc: str) -> str | None:
-    """The strip PNG (base64, so it travels in a JSON record) from verify's worst frame."""
-    if not frames.is_file():
-        return None  # the adapter has no `frames`, or verify did not get that far
+def profile_md(s: Any, facts: dict[str, Any]) -> str:
+    from harness import profile
+
+    summary = s.profile(facts)
+    if summary is None:
+        return f"profile failed: {facts.get('reason')}\n"
+    md = profile.to_markdown(profile.report(summary, facts), "pending")
+    if facts.get("executed_flops"):
+        md += (f"\nExecuted FLOPs (counted around one call in the worker): {facts['executed_flops'] / 1e12:.2f} TFLOP; "
+               f"nominal (the model's own forward): {facts['flops'] / 1e12:.2f} TFLOP.\n" if facts.get("flops") else "")
+    return md
+
+
+def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
+    """The strip PNG (base64, so it travels in a JSON record) from the benchmark output's worst frame."""
+    if out is None or not hasattr(s.adapter, "frames"):
+        return None
     try:
-        import torch
-
         from harness import plots  # lazy: matplotlib inside
+        from harness.verify import worst_frame
 
-        f = torch.load(frames, weights_only=True)
-        png = frames.with_suffix(".png")
-        title = f"{desc}\nframe {f['index']} of {f['count']}, the one furthest from the reference: PSNR {f['psnr_db']:.1f} dB"
+        f = worst_frame(s.adapter, out, s.bench_ref.cpu(), s.goals["gate"])
+        png = C.root() / "runs" / f"strip_{os.getpid()}.png"
+        png.parent.mkdir(parents=True, exist_ok=True)
+        title = (f"{desc}\nframe {f['index']} of {f['count']}, the one furthest from the reference: "
+                 f"{s.goals['gate'].get('quality_name', 'quality')} {f['quality']:.1f}")
         plots.quality_strip(f["reference"], f["candidate"], png, title=title)
         data = base64.b64encode(png.read_bytes()).decode("ascii")
         png.unlink()
@@ -200,14 +222,15 @@ def quality_strip_b64(frames: Path, desc: str) -> str | None:
     return None
 
 
-def check_frozen(rows: list[dict[str, str]], preset: str, fh: str, rebaseline: bool) -> None:
-    base = R.baseline_row(rows, preset)
-    if base and base["frozen_hash"] != fh and not rebaseline:
+def check_frozen(base: dict[str, str] | None, fh: str) -> None:
+    if base and base["frozen_hash"] != fh:
         raise Refused(
             f"the frozen files (harness/, model/, goals.json) hash to {fh}, but baseline {base['exp']} "
             f"was recorded with {base['frozen_hash']}: numbers would not be comparable. Undo the change "
             f"to the frozen files, or (a person, on purpose) rerun with --rebaseline to start a new baseline.")
 
+
+# --- the bookkeeping half ----------------------------------------------------------------------
 
 def _git_repo() -> Any:
     try:
@@ -221,101 +244,115 @@ def _git_repo() -> Any:
 
 
 def _commit(repo: Any, paths: list[Path], message: str) -> str:
-    rel = [str(p.resolve().relative_to(Path(repo.working_tree_dir).resolve())) for p in paths if p.exists()]
+    top = Path(repo.working_tree_dir).resolve()
+    rel = [str(p.resolve().relative_to(top)) for p in paths if p.exists()]
     repo.git.add("--", *rel)
     ident = []
     if not repo.git.config("user.email", with_exceptions=False):
         ident = ["-c", "user.name=auto-optim", "-c", "user.email=auto-optim@localhost"]
-    if repo.head.is_valid() and not repo.git.diff("HEAD", "--", *rel):
+    if repo.head.is_valid() and not repo.git.diff("HEAD", "--cached", "--", *rel):
         return repo.head.commit.hexsha[:10]  # nothing new to commit: HEAD already holds these files
     repo.git.execute(["git", *ident, "commit", "-q", "-m", message, "--", *rel])
     return repo.head.commit.hexsha[:10]
 
 
-def _best_copy(preset: str, cand: Path) -> Path:
-    return C.root() / "runs" / f"best_{preset}_{cand.name}"
+def _head(repo: Any) -> str:
+    return repo.head.commit.hexsha[:10] if repo is not None and repo.head.is_valid() else "nogit"
 
 
-def restore(best: dict[str, str] | None, cand: Path, preset: str, repo: Any) -> str:
-    """Put the best keeper's source back into the candidate file; say where it came from."""
-    if best is None:
-        return "no keeper yet; candidate left as is"
-    if repo is not None and best["commit"] not in ("-", "nogit"):
-        rel = cand.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
-        C.atomic_write(cand, repo.git.show(f"{best['commit']}:{rel}", strip_newline_in_stdout=False))
-        return f"restored from {best['exp']} (commit {best['commit']})"
-    saved = _best_copy(preset, cand)
-    if saved.is_file():
-        C.atomic_write(cand, saved.read_bytes())
-        return f"restored from {best['exp']} (saved copy {saved.name})"
-    return "no copy of the best keeper found; candidate left as is"
+def _saved_best(preset: str) -> Path:
+    return C.root() / "runs" / f"best_{preset}.py"
 
 
-def apply(rec: dict[str, Any], goals: dict[str, Any], cand: Path, rebaseline: bool) -> int:
-    """The bookkeeping half: decide against results.tsv, record, restore or commit."""
+def restore(best: dict[str, str] | None, target: Path, preset: str, repo: Any) -> str:
+    """Put the best keeper's source back into optimize.py; say where it came from."""
+    saved = _saved_best(preset)
+    if best is not None and best["status"] == "keep" and saved.is_file():
+        source, where = saved.read_text(), f"{best['exp']}, the best keeper"
+    elif repo is not None and best is not None and best["commit"] not in ("-", "nogit"):
+        rel = target.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
+        source = repo.git.show(f"{best['commit']}:{rel}", strip_newline_in_stdout=False)
+        where = f"the version committed with {best['exp']} ({best['commit']})"
+    else:
+        return "optimize.py left as it is (no keeper to restore yet)"
+    if target.read_text() == source:
+        return f"optimize.py is already {where}"
+    C.atomic_write(target, source)
+    return f"optimize.py restored to {where}"
+
+
+def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) -> tuple[int, dict[str, Any]]:
+    """Decide against results.tsv, record, restore or commit. Returns (exit code, facts)."""
+    target = (C.root() / goals["candidate"]).resolve()
+    cand = Path(rec.get("candidate_file") or target).resolve()
     rows = R.read_rows()
     preset = rec["preset"]
-    rebaseline = rebaseline or bool(rec.get("rebaseline"))
-    check_frozen(rows, preset, rec["frozen_hash"], rebaseline)
+    f = rec.get("facts") or {}
+    gpu = f.get("gpu") or "?"
+    is_baseline = rebaseline or bool(rec.get("rebaseline"))
+    base = R.baseline_row(rows, preset, gpu)
+    if not is_baseline:
+        if base is None:
+            raise Refused(f"no baseline row for preset {preset} on {gpu}: apply that machine's baseline record first")
+        check_frozen(base, rec["frozen_hash"])
+    if cand == target and "source" in rec and target.is_file() and target.read_text() != rec["source"] \
+            and rec.get("outcome") != "tampered":
+        raise Refused(f"{target.name} changed while it was being measured (the record holds other source). "
+                      f"Nothing recorded; run it again and leave the file alone until it finishes.")
+    better = R.metric_spec(goals).get("better", "lower")
     exp = R.next_exp_id(rows)
-    best = R.best_row(rows, preset)
-    v, b = rec.get("verify") or {}, rec.get("bench") or {}
+    best = None if is_baseline else R.best_row(rows, preset, gpu, better)
     status = rec["outcome"]
     rerun_note, reproduced = "", False
     if status == "measured":
-        if best is None or rebaseline:
+        metric, spread = rec["metric"], rec["metric_spread"]
+        if is_baseline:
             status = "baseline"
         elif is_rerun(rec["candidate_sha"], best):
             status = "rerun"
-            change = b["median_s"] / float(best["median_s"]) - 1
+            change = metric / R.metric_value(best) - 1
             reproduced = abs(change) <= goals["noise_threshold"]
-            rerun_note = (f"re-run of {best['exp']} ({float(best['median_s']):.4g} s): {change:+.2%}, "
+            rerun_note = (f"re-run of {best['exp']} ({R.metric_value(best):.4g}): {change:+.2%}, "
                           f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
         else:
-            status = decide(b["median_s"], b["spread_s"], float(best["median_s"]), float(best["spread_s"]),
-                            goals["noise_threshold"])
-    base_row = R.baseline_row(rows, preset)
+            best_spread = float(best["spread_s"]) if better == "lower" else 0.0
+            status = decide(metric, spread, R.metric_value(best), best_spread, goals["noise_threshold"], better)
+    base_row = base if not is_baseline else None
     speedup = None
-    if b.get("baseline"):
-        speedup = b["baseline"]["speedup_vs_fp32"]  # measured in the same process
-    elif b.get("median_s") and base_row and status != "baseline":
-        speedup = float(base_row["median_s"]) / b["median_s"]  # the baseline row is fp32 eager
-    elif b.get("median_s") and status == "baseline":
+    if status == "baseline":
         speedup = 1.0
-    env = b or v
-    versions = f"torch {env.get('torch', '?')} cuda {env.get('cuda')} cudnn {env.get('cudnn')}"
+    elif f.get("median_s") and base_row:
+        speedup = float(base_row["median_s"]) / f["median_s"]  # the baseline row is fp32 eager
     repo = _git_repo()
-    note = ""
-    commit = "-"
-    if status in R.KEEPERS:
-        if cand.read_text() != rec["source"]:
-            C.atomic_write(cand, rec["source"])
-        C.atomic_write(_best_copy(preset, cand), rec["source"])
-        if repo is not None:
-            psnr = v.get("psnr_db")
-            msg = f"{exp}: {b['median_s']:.4g} s, {psnr:.2f} dB: {rec['desc']}" if isinstance(psnr, (int, float)) \
-                else f"{exp}: {b['median_s']:.4g} s: {rec['desc']}"
-            commit = _commit(repo, [cand], msg)
-        else:
-            commit = "nogit"
-    else:
-        note = restore(best, cand, preset, repo)
-    row = {"exp": exp, "commit": commit, "timestamp": rec["timestamp"], "desc": rec["desc"],
-           "status": status, "median_s": b.get("median_s"), "spread_s": b.get("spread_s"),
-           "psnr_db": v.get("psnr_db"), "max_abs": v.get("max_abs"), "speedup_vs_fp32": speedup,
-           "gpu": env.get("gpu"), "preset": preset, "weights": env.get("weights_kind"),
-           "frozen_hash": rec["frozen_hash"], "candidate_sha": rec["candidate_sha"], "versions": versions}
+    note, commit = "", "-"
+    if status == "keep":
+        C.atomic_write(_saved_best(preset), rec["source"])
+        if target.read_text() != rec["source"]:
+            C.atomic_write(target, rec["source"])
+        commit = _commit(repo, [target], _commit_msg(exp, f, goals, rec["desc"])) if repo is not None else "nogit"
+    elif status == "baseline":
+        commit = _head(repo)  # the frozen baseline file, as committed
+        _saved_best(preset).unlink(missing_ok=True)
+    elif cand == target:
+        note = restore(best, target, preset, repo)
+    versions = f"torch {f.get('torch', '?')} cuda {f.get('cuda')} cudnn {f.get('cudnn')}"
+    row = {"exp": exp, "commit": commit, "timestamp": rec["timestamp"], "desc": rec["desc"], "status": status,
+           "median_s": f.get("median_s"), "spread_s": f.get("spread_s"), "quality": f.get("quality"),
+           "max_abs": f.get("max_abs"), "speedup_vs_fp32": speedup, "gpu": gpu, "preset": preset,
+           "weights": f.get("weights_kind"), "frozen_hash": rec["frozen_hash"], "candidate_sha": rec.get("candidate_sha"),
+           "versions": versions, "wall_s": rec.get("wall_s"), "sandbox": f.get("sandbox"),
+           "metric": rec.get("metric") if status not in R.RED else None}
     R.append_row(row)
     rows = R.read_rows()
-    R.write_leaderboard(rows)
-    med = f"{b['median_s']:.4g} s" if b.get("median_s") else "-"
-    psnr = f"{v['psnr_db']:.2f} dB" if isinstance(v.get("psnr_db"), (int, float)) else "-"
+    R.write_leaderboard(rows, goals=goals, here=(preset, gpu))
+    record = C.root() / "records" / f"{exp}.json"
+    C.atomic_write(record, json.dumps({**rec, "exp": exp, "status": status}, indent=1, default=str))
     why = rec.get("reason") or rerun_note
-    R.append_progress(f"{exp} {status}: {med}, {psnr}: {rec['desc']}" + (f" ({why})" if why else ""))
-    written = [R.results_path(), R.leaderboard_path(), R.progress_path()]
-    if status in R.KEEPERS and not rec.get("profile_md"):
-        print(f"run_experiment: keeper {exp} has no profile in its record (measured as would-be "
-              f"{rec.get('would_be')}); run harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
+    R.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({why})" if why else ""))
+    written = [R.results_path(), R.leaderboard_path(), R.progress_path(), C.root() / "records"]
+    if status in R.KEEPERS and not rec.get("profile_md") and not rec.get("no_profile"):
+        print(f"run_experiment: keeper {exp} has no profile in its record; "
+              f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
     if status in R.KEEPERS and rec.get("profile_md"):
         prof = C.root() / "profiles" / f"{exp}.md"
         C.atomic_write(prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1))
@@ -324,31 +361,32 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], cand: Path, rebaseline: bo
         strip = C.root() / "quality" / f"{exp}.png"
         C.atomic_write(strip, base64.b64decode(rec["strip_png"]))
         written.append(strip)
-    png = render_plot()
+    png = render_plot(goals)
     if png:
         written.append(png)
     if status in R.KEEPERS and repo is not None:
         _commit(repo, written, f"{exp}: record and profile")
-    facts = {"exp": exp, "status": status, "commit": commit, "median_s": b.get("median_s"),
-             "spread_s": b.get("spread_s"), "psnr_db": v.get("psnr_db"), "max_abs": v.get("max_abs"),
-             "speedup_vs_fp32": speedup, "best_before": best["exp"] if best else None,
-             "reason": rec.get("reason"), "restore": note or None, "rerun": rerun_note or None, "preset": preset}
-    human = [f"{exp}: {status.upper()}  median {med}  PSNR {psnr}  ({rec['desc']})"]
-    if best and status in ("keep", "revert"):
-        human.append(f"  best before: {best['exp']} {float(best['median_s']):.4g} s "
-                     f"(needs < {float(best['median_s']) * (1 - goals['noise_threshold']):.4g} s and a gain "
-                     f"beyond the spread)")
-    for line in (note, rerun_note):
-        if line:
-            human.append(f"  {line}")
-    C.emit(human, facts)
-    return 0 if status in R.KEEPERS or reproduced else 1
+    return (0 if status in R.KEEPERS or reproduced else 1), {
+        "exp": exp, "status": status, "row": row, "best": best, "note": note, "rerun": rerun_note, "reason": rec.get("reason")}
 
 
-def render_plot() -> Path | None:
+def _commit_msg(exp: str, f: dict[str, Any], goals: dict[str, Any], desc: str) -> str:
+    q = f.get("quality")
+    name = goals["gate"].get("quality_name", "quality")
+    return f"{exp}: {f['median_s']:.4g} s" + (f", {name} {q:.4g}" if isinstance(q, (int, float)) else "") + f": {desc}"
+
+
+def _fmt_metric(rec: dict[str, Any], goals: dict[str, Any]) -> str:
+    if rec.get("metric") is None:
+        return "-"
+    spec = R.metric_spec(goals)
+    return f"{rec['metric']:.4g} {spec.get('unit', '')}".strip()
+
+
+def render_plot(goals: dict[str, Any]) -> Path | None:
     try:
         from harness import plots  # lazy: helper module with matplotlib inside
-        out = plots.render_progress(R.results_path(), C.root() / "progress.png")
+        out = plots.render_progress(R.results_path(), C.root() / "progress.png", goals)
         return Path(out) if out else None
     except ImportError as e:
         print(f"run_experiment: progress plot skipped ({e})", file=sys.stderr)
@@ -357,49 +395,99 @@ def render_plot() -> Path | None:
     return None
 
 
+# --- what a person reads -----------------------------------------------------------------------
+
+def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
+    """The last lines of a run: what each row says, in plain words, and what to do next."""
+    spec = R.metric_spec(goals)
+    lines = []
+    for r in results:
+        row = r["row"]
+        what = f"{r['exp']}: {r['status'].upper()}  {row['desc']}"
+        if row.get("median_s") is not None:
+            what += f"\n  {row['median_s']:.4g} s per call (median of the timed calls)"
+            if spec.get("better") == "higher" and row.get("metric") is not None:
+                what += f" = {row['metric']:.4g} {spec.get('unit', '')}"
+            if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":
+                what += f", {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline on this machine"
+            if row.get("quality") is not None:
+                what += f"; {goals['gate'].get('quality_name', 'quality')} {row['quality']:.4g} against the reference"
+        if r.get("reason"):
+            what += f"\n  why: {r['reason']}"
+        if r["best"] and r["status"] in ("keep", "revert"):
+            what += f"\n  judged against {r['best']['exp']} ({R.metric_value(r['best']):.4g}); a keeper must beat it by " \
+                    f"more than {goals['noise_threshold']:.0%} and the spread"
+        for extra in (r.get("note"), r.get("rerun")):
+            if extra:
+                what += f"\n  {extra}"
+        lines.append(what)
+    device = results[-1]["row"]["gpu"] if results else ""
+    if device.startswith("CPU"):
+        lines.append("On a CPU the tiny preset checks the harness's logic end to end; optimize.py is written for a GPU, "
+                     "so its speed here means little. Next: the same command on a GPU machine (README, 'On a GPU'), "
+                     "or let Claude Code run the loop (README, 'Running it with Claude Code').")
+    else:
+        lines.append("Next: read the keeper's profile (profiles/), change optimize.py, run this again "
+                     "(program.md has the loop); leaderboard.md ranks this machine's keepers.")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--desc", help="what this experiment changes (required unless --apply)")
     p.add_argument("--preset")
-    p.add_argument("--candidate", type=Path, help="default: goals.json's candidate (optimize.py)")
+    p.add_argument("--candidate", type=Path, help="default: goals.json's candidate (optimize.py); never modified")
     p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per verify/bench/profile run")
-    p.add_argument("--bench-baseline", action="store_true", help="also time fp32/bf16 eager in the bench run")
+    p.add_argument("--timeout", type=float, help="seconds allowed for the build and for each call")
     p.add_argument("--no-profile", action="store_true", help="skip profiling a keeper")
+    p.add_argument("--unsandboxed", action="store_true",
+                   help="run the candidate without a sandbox where none can be had (the row says so)")
     p.add_argument("--rebaseline", action="store_true",
-                   help="a person accepts changed frozen files: this run becomes the new baseline")
-    p.add_argument("--measure-only", action="store_true", help="verify+bench(+profile), write --record-out")
+                   help="a person starts a new comparison: a fresh fp32 eager baseline row, then the candidate")
+    p.add_argument("--measure-only", action="store_true", help="measure, write --record-out, record nothing")
     p.add_argument("--record-out", type=Path)
-    p.add_argument("--best-median", type=float, help="with --measure-only: the best median to beat")
+    p.add_argument("--best-median", type=float, help="with --measure-only: the best metric to beat")
     p.add_argument("--apply", type=Path, metavar="RECORD.json", help="record a --measure-only result here")
     a = p.parse_args(argv)
     try:
         goals = C.load_goals()
-        cand = (a.candidate or C.root() / goals["candidate"]).resolve()
+        lock = acquire_lock()
         if a.apply:
             try:
-                rec = json.loads(a.apply.read_text())
+                data = json.loads(a.apply.read_text())
             except (OSError, json.JSONDecodeError) as e:
                 raise Refused(f"cannot read record {a.apply}: {e}") from None
-            return apply(rec, goals, cand, a.rebaseline)
-        if not a.desc or not a.desc.strip():
-            raise Refused("--desc is required: say what this experiment changes")
-        if a.measure_only and not a.record_out:
-            raise Refused("--measure-only needs --record-out FILE.json")
-        rec = measure(a, goals)
-        if a.measure_only:
-            C.atomic_write(a.record_out, json.dumps(rec, indent=1, default=str))
-            C.emit([f"record written to {a.record_out} ({rec['outcome']}"
-                    + (f", would be {rec['would_be']})" if "would_be" in rec else ")"),
-                    f"apply it in the git checkout: python harness/run_experiment.py --apply {a.record_out.name}"],
-                   {"record": str(a.record_out), "outcome": rec["outcome"], "would_be": rec.get("would_be"),
-                    "median_s": rec["bench"].get("median_s"), "psnr_db": rec["verify"].get("psnr_db")})
-            return 0
-        return apply(rec, goals, cand, a.rebaseline)
+            recs = data["experiments"] if "experiments" in data else [data]
+        else:
+            if not a.desc or not a.desc.strip():
+                raise Refused("--desc is required: say what this experiment changes")
+            if a.measure_only and not a.record_out:
+                raise Refused("--measure-only needs --record-out FILE.json")
+            recs = measure(a, goals)
+            for rec in recs:
+                rec["no_profile"] = a.no_profile
+            if a.measure_only:
+                C.atomic_write(a.record_out, json.dumps({"experiments": recs}, indent=1, default=str))
+                C.emit([f"record written to {a.record_out}: " + ", ".join(f"{r['desc']!r} {r['outcome']}"
+                        + (f" (would be {r['would_be']})" if "would_be" in r else "") for r in recs),
+                        f"apply it in the git checkout: python harness/run_experiment.py --apply {a.record_out.name}"],
+                       {"record": str(a.record_out), "outcomes": [r["outcome"] for r in recs]})
+                return 0
+        results, code = [], 0
+        for rec in recs:
+            code, facts = apply(rec, goals, a.rebaseline and rec is recs[0])
+            results.append(facts)
+        lock.close()
     except (Refused, C.SetupError) as e:
         print(f"run_experiment: refused: {e}", file=sys.stderr)
         C.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
         return 2
+    last = results[-1]
+    C.emit(summary(results, goals), {"exp": last["exp"], "status": last["status"], "exps": [r["exp"] for r in results],
+                                     **{k: v for k, v in last["row"].items() if k not in ("exp", "status")},
+                                     "best_before": last["best"]["exp"] if last["best"] else None,
+                                     "reason": last.get("reason"), "restore": last.get("note"), "rerun": last.get("rerun")})
+    return code
 
 
 if __name__ == "__main__":

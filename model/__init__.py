@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
 
 from .vae import LATENT_MEAN, LATENT_STD, StreamCache, WanVAE
-from .weights import CHECKPOINT, download_checkpoint, synthetic_state_dict
+from .weights import CHECKPOINT, download_checkpoint, synthetic_cache, synthetic_state_dict
 
 __all__ = ["WanVAE", "StreamCache", "LATENT_MEAN", "LATENT_STD", "load_vae", "weights_kind",
            "download_checkpoint"]
@@ -32,7 +33,7 @@ def load_vae(weights: str | Path | None = None, device: str | torch.device = "cp
     if weights is None and CHECKPOINT.exists():
         weights = CHECKPOINT
     if weights is None or str(weights) == "synthetic":
-        state = synthetic_state_dict(vae)
+        state = _synthetic(vae)
     else:
         path = Path(weights)
         if not path.is_file():
@@ -43,3 +44,23 @@ def load_vae(weights: str | Path | None = None, device: str | torch.device = "cp
     vae.latent_mean = torch.tensor(LATENT_MEAN)
     vae.latent_std = torch.tensor(LATENT_STD)
     return vae.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def _synthetic(vae: WanVAE) -> dict[str, torch.Tensor]:
+    """The seeded weights, from the file cache when there is one; made (and cached, where this
+    process may write) otherwise."""
+    cache = synthetic_cache()
+    if cache.is_file():
+        try:
+            return torch.load(cache, map_location="cpu", weights_only=True, mmap=True)
+        except Exception:  # noqa: BLE001 - a damaged cache is remade below
+            pass
+    state = synthetic_state_dict(vae)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.tmp{os.getpid()}")
+        torch.save(state, tmp)
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # read-only (a sandboxed worker): use them uncached
+    return state

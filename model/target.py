@@ -2,18 +2,24 @@
 
 The harness knows nothing about VAEs: it loads the model, makes inputs, runs the reference and
 counts FLOPs through these functions. Retarget the harness by writing another module with
-the same functions and pointing goals.json at it. `frames` is optional: without it run_experiment
+the same functions and pointing goals.json at it. `compare` is the target's gate. `frames` is optional: without it run_experiment
 draws no quality strip.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from . import load_vae, weights_kind as _weights_kind
 from .vae import WanVAE
-from .weights import state_dict_sha256
+from .weights import CHECKPOINT, file_sha256, synthetic_id
+
+# Compared in pieces of this many elements: a 720p clip is 327 M of them, and a whole fp64 copy of
+# the difference would need 2.6 GB on the device.
+_CHUNK = 1 << 24
 
 
 def load_model(device: str | torch.device = "cpu") -> WanVAE:
@@ -25,8 +31,47 @@ def weights_kind() -> str:
     return _weights_kind()
 
 
-def weights_sha256(model: WanVAE) -> str:
-    return state_dict_sha256(model.state_dict())
+def weights_id() -> str:
+    """Which weights the references were made with: the checkpoint file's sha256, or the name of
+    the seeded synthetic weights."""
+    return file_sha256(CHECKPOINT) if _weights_kind() == "published" else synthetic_id()
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, gate: dict) -> dict:
+    """The gate for a video: PSNR over the value range and the largest absolute difference, on
+    whatever device the tensors are. `ref` may be stored in lower precision (the pool)."""
+    facts = {"passed": False, "reason": "", "quality": None, "max_abs": None}
+    if not isinstance(out, torch.Tensor):
+        facts["reason"] = f"output is {type(out).__name__}, not a tensor"
+        return facts
+    if tuple(out.shape) != tuple(ref.shape):
+        facts["reason"] = f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
+        return facts
+    if out.dtype != torch.float32:
+        facts["reason"] = f"dtype {out.dtype} != torch.float32"
+        return facts
+    sq = torch.zeros((), dtype=torch.float64, device=out.device)
+    worst = torch.zeros((), dtype=torch.float32, device=out.device)
+    finite = torch.ones((), dtype=torch.bool, device=out.device)
+    for o, r in zip(out.detach().reshape(-1).split(_CHUNK), ref.reshape(-1).split(_CHUNK)):
+        d = o - r.to(o.dtype)
+        finite &= torch.isfinite(o).all()
+        sq += d.double().square().sum()
+        worst = torch.maximum(worst, d.abs().max())
+    if not bool(finite):
+        facts["reason"] = "output has NaN or Inf"
+        return facts
+    lo, hi = gate["value_range"]
+    mse = float(sq) / max(out.numel(), 1)
+    facts["max_abs"] = float(worst)
+    facts["quality"] = float("inf") if mse == 0 else 10 * math.log10((hi - lo) ** 2 / mse)
+    if facts["quality"] < gate["min_psnr_db"]:
+        facts["reason"] = f"PSNR {facts['quality']:.2f} dB < {gate['min_psnr_db']} dB"
+    elif facts["max_abs"] > gate["max_abs"]:
+        facts["reason"] = f"max abs diff {facts['max_abs']:.4f} > {gate['max_abs']}"
+    else:
+        facts["passed"] = True
+    return facts
 
 
 def make_input(shape: list[int], seed: int, device: str | torch.device = "cpu") -> torch.Tensor:

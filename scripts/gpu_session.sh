@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A recorded GPU session, for a machine without .git: makes the full-preset assets, then runs each
+# A recorded GPU session, for a machine without .git: makes the full-preset assets (input,
+# reference, pool of fresh inputs), then runs each
 # line of a plan through `run_experiment.py --measure-only` (one JSON record per line) and applies
 # the record to this copy's results.tsv at once, so the next line is judged against it. Back in
 # the git checkout, `python harness/run_experiment.py --apply REC.json` for each record, in order,
@@ -29,8 +30,7 @@ export PYTHONUNBUFFERED=1
 log() { echo "[$(date +%T)] $*"; }
 
 log "assets"
-python3 harness/make_latent.py --preset "$preset" --seeded
-python3 harness/make_reference.py --preset "$preset"
+python3 harness/prepare.py --preset "$preset" --seeded 2>&1 | tail -n 3
 
 n=0
 while IFS='|' read -r cand extra desc; do
@@ -48,7 +48,7 @@ done < "$plan"
 
 if [ "$mp4" = "--mp4" ]; then
   log "GPU-only tests"
-  python3 -m pytest -q -x tests/test_verify.py -k "side_stream or stream" 2>&1 | tail -n 5
+  python3 scripts/gpu_check.py 2>&1 | tail -n 8
   log "decode to mp4"
   python3 -m harness.decode "assets/input_$preset.pt" --out /tmp/decode_full.mp4 --compare --force 2>&1 | tail -n 30
   python3 - <<'PY'

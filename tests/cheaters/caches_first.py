@@ -1,12 +1,15 @@
-"""Cheater: decodes once and returns that first output for every later input."""
+"""Cheater: computes once and returns that first output for every later input. Stopped by: every
+call's output is checked against that call's own reference."""
+
+from _target import honest
 
 
-def build_decoder(vae, example_latent):
+def build_decoder(model, example):
     cache = {}
 
-    def forward_fn(z):
+    def forward(x):
         if "out" not in cache:
-            cache["out"] = vae.decode(z)
+            cache["out"] = honest(model, x)
         return cache["out"].clone()
 
-    return forward_fn, {"cheat": "caches the first output"}
+    return forward, {"cheat": "caches the first output"}

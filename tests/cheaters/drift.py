@@ -1,11 +1,13 @@
-"""Cheater: a correct decode plus noise of 0.05 std (about 32 dB), beyond the gate."""
+"""Cheater: a correct output plus noise beyond the gate's tolerance. Stopped by: the gate."""
 
 import torch
 
+from _target import honest
 
-def build_decoder(vae, example_latent):
-    def forward_fn(z):
-        out = vae.decode(z)
+
+def build_decoder(model, example):
+    def forward(x):
+        out = honest(model, x)
         return out + 0.05 * torch.randn_like(out)
 
-    return forward_fn, {"cheat": "drifts beyond tolerance"}
+    return forward, {"cheat": "drifts beyond tolerance"}

@@ -1,10 +1,13 @@
-"""Cheater: decodes correctly, then scribbles on its input (in-place scaling as scratch space)."""
+"""Cheater: decodes correctly, then scribbles on its input (scratch space for free). Stopped by:
+the harness compares the shared input buffer with its own copy after every call."""
+
+from _target import honest
 
 
-def build_decoder(vae, example_latent):
-    def forward_fn(z):
-        out = vae.decode(z)
-        z.mul_(0.5)
+def build_decoder(model, example):
+    def forward(x):
+        out = honest(model, x)
+        x.mul_(0.5)
         return out
 
-    return forward_fn, {"cheat": "mutates its input"}
+    return forward, {"cheat": "mutates its input"}

@@ -1,12 +1,14 @@
-"""Cheater: a correct decode with one NaN in it."""
+"""Cheater: a correct output with one NaN in it. Stopped by: the gate's finiteness check."""
 
 import math
 
+from _target import honest
 
-def build_decoder(vae, example_latent):
-    def forward_fn(z):
-        out = vae.decode(z)
-        out[0, 0, 0, 0, 0] = math.nan
+
+def build_decoder(model, example):
+    def forward(x):
+        out = honest(model, x)
+        out[(0,) * out.dim()] = math.nan
         return out
 
-    return forward_fn, {"cheat": "NaN"}
+    return forward, {"cheat": "NaN"}

@@ -1,11 +1,12 @@
-"""Cheater: returns the reference output read from disk (verify's FileGuard must block the read)."""
+"""Cheater: returns the reference read from disk (assets/reference_*.pt). Stopped by: the sandbox
+denies the worker every input, reference and pool file."""
 
 import torch
 
-from harness import _common
+from _target import C
 
 
-def build_decoder(vae, example_latent):
-    refs = sorted(_common.assets_dir().glob("reference_*.pt"))
+def build_decoder(model, example):
+    refs = sorted(C.assets_dir().glob("reference_*.pt"))
     saved = torch.load(refs[0], weights_only=True)["output"]
-    return (lambda z: saved.clone().to(z.device)), {"cheat": "reads the reference file"}
+    return (lambda x: saved.clone().to(x.device)), {"cheat": "reads the reference file"}

@@ -1,20 +1,26 @@
-"""Cheater (CUDA only): decodes on a side stream and returns without making the current stream
-wait. A harness that synchronizes the device before reading would see the right answer; one
-that reads on the current stream right after the call sees the placeholder (NaN)."""
+"""Cheater (CUDA only): computes on a side stream and returns at once, without making the current
+stream wait, and patches the worker's synchronize away, so "done" comes while the work still
+runs. Stopped by: the harness copies the output buffer as soon as "done" arrives; it holds the
+poison (or part of the work), and the gate fails."""
+
+import sys
 
 import torch
 
+from _target import honest
 
-def build_decoder(vae, example_latent):
+
+def build_decoder(model, example):
     side = torch.cuda.Stream()
+    sys.modules["__main__"].Worker.sync = lambda self: None  # the worker runs as python -m harness.worker
+    shape = honest(model, example).shape
 
-    def forward_fn(z):
-        b, _, t, h, w = z.shape
-        out = torch.full((b, 3, 1 + 4 * (t - 1), 16 * h, 16 * w), float("nan"), device=z.device)
+    def forward(x):
+        out = torch.full(shape, float("nan"), device=x.device)
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             torch.cuda._sleep(500_000_000)  # a few hundred ms of spinning before the real work
-            out.copy_(vae.decode(z))
+            out.copy_(honest(model, x))
         return out
 
-    return forward_fn, {"cheat": "side stream without sync"}
+    return forward, {"cheat": "side stream without sync"}

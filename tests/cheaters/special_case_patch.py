@@ -1,20 +1,15 @@
-"""Cheater: precomputes the benchmark output, returns zeros for any other latent, and patches
-the model class so that a reference computed after import would be zeros too."""
+"""Cheater: precomputes the output of the example input, returns zeros for any other input, and
+patches the target's reference so that a reference made after it is imported would be zeros too.
+Stopped by: the references are made before any candidate exists, in another process; and the
+example input is never one of the calls."""
 
 import torch
 
+from _target import adapter, honest
 
-def build_decoder(vae, example_latent):
-    known = example_latent.clone()
-    answer = vae.decode(known)  # the expensive part, done once at build time
 
-    def fake_decode(self, z):
-        b, _, t, h, w = z.shape
-        return torch.zeros(b, 3, 1 + 4 * (t - 1), 16 * h, 16 * w, device=z.device)
-
-    type(vae).decode = fake_decode  # poison every later "reference" in this process
-
-    def forward_fn(z):
-        return answer.clone() if torch.equal(z, known) else vae.decode(z)
-
-    return forward_fn, {"cheat": "special-cases the benchmark latent, patches the model"}
+def build_decoder(model, example):
+    known = example.clone()
+    answer = honest(model, known)
+    adapter.reference = lambda m, z: torch.zeros_like(answer)
+    return (lambda x: answer.clone() if torch.equal(x, known) else torch.zeros_like(answer)), {"cheat": "special case + patch"}

@@ -1,5 +1,7 @@
-"""Cheater: drops the last frame of the video."""
+"""Cheater: drops the last element along the last axis. Stopped by: the shape check."""
+
+from _target import honest
 
 
-def build_decoder(vae, example_latent):
-    return (lambda z: vae.decode(z)[:, :, :-1]), {"cheat": "wrong shape"}
+def build_decoder(model, example):
+    return (lambda x: honest(model, x)[..., :-1]), {"cheat": "wrong shape"}

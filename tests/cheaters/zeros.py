@@ -1,11 +1,10 @@
-"""Cheater: returns zeros of the right shape."""
+"""Cheater: returns zeros of the right shape. Stopped by: the gate on every output."""
 
 import torch
 
+from _target import honest
 
-def build_decoder(vae, example_latent):
-    def forward_fn(z):
-        b, _, t, h, w = z.shape
-        return torch.zeros(b, 3, 1 + 4 * (t - 1), 16 * h, 16 * w, device=z.device)
 
-    return forward_fn, {"cheat": "zeros"}
+def build_decoder(model, example):
+    shape = honest(model, example).shape
+    return (lambda x: torch.zeros(shape, device=x.device)), {"cheat": "zeros"}

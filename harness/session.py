@@ -1,0 +1,427 @@
+"""One measurement of one candidate: the harness side of the worker protocol.
+
+verify, bench, profile and run_experiment all measure through `Session`, in the same way:
+
+    with Session(candidate, preset, device) as s:
+        facts = s.measure()          # build, then warm-up and timed calls: every one checked
+        if facts["passed"]:
+            s.profile(facts)         # optional: one more call, profiled (also checked)
+
+The trust boundary. This process holds the benchmark input, the strict-fp32 reference and the pool
+of fresh inputs with their references; it never imports the candidate. The candidate runs in a
+worker process (harness/worker.py) that sandboxes itself before loading it (harness/sandbox.py):
+it cannot read those files, write the repository, reach the network or signal this process, and
+everything it starts is killed when the session ends. The two share only an input buffer and an
+output buffer (harness/shared.py).
+
+Every call is the same call: the harness writes an input into the shared buffer (the benchmark
+input, or a pool input the worker has never seen, in an order drawn from os.urandom; warm-up
+calls too), poisons the output buffer, starts its clock, says "call", waits for "done", copies the
+output buffer into private memory and only then stops the clock. Then it checks that output
+against its reference with the target's own gate (adapter.compare) and that the input was left
+alone. So a worker that says "done" before the output is written hands over poison; work left
+running after "done" is charged to the next call, which cannot start before it; and no call can
+be skipped, cached or special-cased without failing the gate.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness import _common as C
+from harness import sandbox
+from harness.channel import Channel, ChannelClosed
+from harness.shared import SharedBuffer
+
+HARNESS = Path(__file__).resolve().parent
+CALIBRATIONS = 3          # null round trips that time the boundary before any candidate code runs
+DEFAULT_TIMEOUTS = {"start_s": 600.0, "build_s": 1800.0, "call_s": 600.0}
+_PR_SET_CHILD_SUBREAPER = 36
+_rng = random.SystemRandom()
+
+
+class Failed(Exception):
+    """The candidate failed: `status` is gate_fail, crash or timeout; the message is one line."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def _stats(times: list[float]) -> dict[str, float]:
+    med = statistics.median(times)
+    return {"median_s": med, "min_s": min(times), "max_s": max(times),
+            "mad_s": statistics.median(abs(t - med) for t in times),
+            "spread_s": max(times) - min(times)}  # run_experiment demands a win larger than this
+
+
+def _worse(q: float | None, than: float | None, gate: dict[str, Any]) -> bool:
+    """Is quality figure q worse than `than` (None: nothing yet)? The gate says which way is better."""
+    if q is None or than is None:
+        return than is None
+    return q > than if gate.get("quality_better", "higher") == "lower" else q < than
+
+
+def _poison(t: torch.Tensor) -> None:
+    t.fill_(float("nan") if t.is_floating_point() else -1)
+
+
+class _Tail:
+    """Keeps the last lines a process prints (a flood cannot fill the harness's memory)."""
+
+    def __init__(self, stream) -> None:
+        self.lines: deque[str] = deque(maxlen=200)
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        for raw in iter(lambda: stream.readline(4096), b""):
+            self.lines.append(raw.decode(errors="replace").rstrip())
+
+    def last(self) -> str:
+        self._thread.join(timeout=1)
+        useful = [ln for ln in self.lines if ln.strip()]
+        return useful[-1][:300] if useful else ""
+
+
+def _ancestors() -> list[int]:
+    """This process and its ancestors: the worker may not read their /proc entries (command lines
+    would say which tool started it)."""
+    pids, pid = [], os.getpid()
+    while pid > 1:
+        pids.append(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def _children() -> list[int]:
+    me, out = str(os.getpid()), []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1] == me:
+                    out.append(int(d.name))
+            except (OSError, IndexError):
+                pass
+    return out
+
+
+def become_subreaper() -> None:
+    """Orphans of the worker (a daemon that double-forked) are re-parented to this process, not to
+    init, so the session can find and kill them."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+class WorkerProcess:
+    """A started worker: request/reply with timeouts, and a teardown that leaves nothing running."""
+
+    def __init__(self, cfg: dict[str, Any], pass_fds: list[int], env: dict[str, str], timeouts: dict[str, float]) -> None:
+        become_subreaper()
+        self.timeouts = timeouts
+        parent, child = socket.socketpair()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.worker", str(child.fileno())], cwd=HARNESS.parent, env=env,
+            pass_fds=[child.fileno(), *pass_fds], start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        child.close()
+        self.tail = _Tail(self.proc.stdout)
+        self.chan = Channel(parent)
+        self.chan.send(cfg)
+
+    def request(self, op: str, timeout: float) -> dict[str, Any]:
+        self.chan.send({"op": op})
+        return self.reply(op, timeout)
+
+    def reply(self, op: str, timeout: float) -> dict[str, Any]:
+        try:
+            msg = self.chan.recv(timeout)
+        except TimeoutError:
+            raise Failed("timeout", f"worker gave no answer to '{op}' within {timeout:.0f} s") from None
+        except ChannelClosed as e:
+            raise Failed("crash", self.death(str(e))) from None
+        if msg.get("op") == "error":
+            reason = str(msg.get("reason", "worker error"))[:500]
+            raise Failed("crash", reason)
+        return msg
+
+    def death(self, why: str) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return f"worker stopped talking ({why})"
+        how = f"killed by signal {-code}" + (" (out of memory?)" if code == -9 else "") if code < 0 else f"exited with code {code}"
+        last = self.tail.last()
+        return f"worker {how}" + (f": {last}" if last else "")
+
+    def close(self) -> None:
+        try:
+            self.chan.send({"op": "exit"})
+            self.proc.wait(timeout=5)
+        except (ChannelClosed, subprocess.TimeoutExpired):
+            pass
+        kill_tree(self.proc)
+        self.chan.sock.close()
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """Kill the worker, its process group, and every orphan it left (re-parented to us)."""
+    for _ in range(20):
+        victims = [proc.pid] if proc.poll() is None else []
+        victims += [p for p in _children() if p != proc.pid]
+        if not victims:
+            return
+        for pid in victims:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for pid in victims:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        proc.poll()
+
+
+class Session:
+    """Assets, buffers and one worker for one candidate (see the module docstring)."""
+
+    def __init__(self, candidate: Path | str | None = None, preset: str | None = None, device: str | None = None,
+                 *, unsandboxed: bool = False, timeout: float | None = None, runs: int | None = None) -> None:
+        self.goals = C.load_goals()
+        self.adapter = C.load_adapter(self.goals)
+        self.device = device or C.default_device()
+        self.preset = C.pick_preset(self.goals, preset, self.device)
+        cfg = self.goals["presets"][self.preset]
+        self.candidate = Path(candidate) if candidate else C.root() / self.goals["candidate"]
+        if not self.candidate.is_file():
+            raise C.SetupError(f"candidate file not found: {self.candidate}")
+        self.source = self.candidate.read_bytes()
+        self.unsandboxed = unsandboxed
+        self.timeouts = {**DEFAULT_TIMEOUTS, **self.goals.get("timeouts", {})}
+        if timeout is not None:
+            self.timeouts.update(build_s=timeout, call_s=timeout)
+        self.warmup = max(1, int(cfg.get("warmup_runs", 1)))
+        self.runs = max(C.MIN_RUNS, int(runs or cfg.get("timed_runs", C.MIN_RUNS)))
+        self.abi = 0 if unsandboxed else sandbox.abi_version()
+        if not unsandboxed and self.abi <= 0:
+            raise C.SetupError("no sandbox on this machine (Landlock needs Linux 5.13+ with landlock enabled); "
+                               "pass --unsandboxed to run the candidate without one (its row will say so)")
+        self.worker: WorkerProcess | None = None
+        self.buffers: list[SharedBuffer] = []
+        self.scratch: Path | None = None
+        self.calls_made = 0
+        self.used: set[int] = set()
+
+    # --- setting up -------------------------------------------------------------------------
+
+    def __enter__(self) -> "Session":
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start(self) -> None:
+        self.bench_x, self.bench_ref, _ = C.load_reference_asset(self.goals, self.adapter, self.preset)
+        x, ref = self.bench_x, self.bench_ref
+        self.inp = SharedBuffer(list(x.shape), x.dtype, self.device)
+        self.out = SharedBuffer(list(ref.shape), ref.dtype, self.device)
+        self.buffers = [self.inp, self.out]
+        self.private_out = torch.empty_like(self.out.tensor)
+        self.scratch = Path(tempfile.mkdtemp(prefix="auto-optim-worker-"))
+        worker_cfg = {
+            "goals_path": str(C.goals_path()), "device": self.device, "candidate": str(self.candidate),
+            "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(),
+            "sandbox": None if self.unsandboxed else {"hidden": self._hidden(), "writable": self._writable()},
+        }
+        self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers if b.fd >= 0],
+                                    self._env(), self.timeouts)
+        # While the worker starts, load what only this process may see.
+        self.pool = C.load_pool(self.goals, self.adapter, self.preset, self.device)
+        self.bench_x, self.bench_ref = x.to(self.device), ref.to(self.device)
+        try:
+            ready = self.worker.reply("start", self.timeouts["start_s"])
+        except Failed as e:
+            raise C.SetupError(f"the worker could not start: {e}") from None
+        self.load_s = float(ready.get("load_s", 0.0))
+        if not self.unsandboxed and int(ready.get("sandbox_abi", 0)) <= 0:
+            raise C.SetupError("the worker did not confirm its sandbox")
+
+    def _hidden(self) -> list[str]:
+        procs = [f"/proc/{pid}" for pid in _ancestors()]
+        return [str(p) for p in C.secret_paths(self.goals)] + procs
+
+    def _writable(self) -> list[str]:
+        dev = [str(p) for p in Path("/dev").glob("nvidia*")] + ["/dev/null", "/dev/zero", "/dev/full"]
+        return [str(self.scratch)] + [d for d in dev if os.path.exists(d)]
+
+    def _env(self) -> dict[str, str]:
+        """The parent's environment (CUDA and library settings) with every cache in the scratch
+        folder, deleted with the session: nothing the worker writes survives it."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AUTO_OPTIM_")}
+        s = self.scratch
+        env.update(TMPDIR=str(s), TRITON_CACHE_DIR=str(s / "triton"), TORCHINDUCTOR_CACHE_DIR=str(s / "inductor"),
+                   XDG_CACHE_HOME=str(s / "cache"), CUDA_CACHE_PATH=str(s / "nv"), MPLCONFIGDIR=str(s / "mpl"),
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+        return env
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+        for b in self.buffers:
+            b.close()
+        self.buffers = []
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+    # --- the calls ----------------------------------------------------------------------------
+
+    def _fresh(self, n: int) -> list[int]:
+        """n pool inputs this worker has not been given yet (a strict-fp32 one first, if any)."""
+        left = [i for i in range(len(self.pool)) if i not in self.used]
+        if len(left) < n:
+            raise C.SetupError(f"the pool for preset {self.preset} has {len(self.pool)} inputs, this run needs "
+                               f"{len(self.used) + n}; remake it: python harness/make_reference.py --pool --force")
+        strict = [i for i in left if self.pool[i]["strict"]][:1]
+        picks = strict + _rng.sample([i for i in left if i not in strict], n - len(strict))
+        self.used.update(picks)
+        return picks
+
+    def _plan(self, n: int) -> list[tuple[str, int | None]]:
+        """Which input each of n calls gets: the benchmark input once, fresh pool inputs for the
+        rest, in an order the worker cannot predict."""
+        plan: list[tuple[str, int | None]] = [("pool", i) for i in self._fresh(n - 1)] + [("benchmark", None)]
+        _rng.shuffle(plan)
+        return plan
+
+    def _call(self, op: str, which: tuple[str, int | None], facts: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        """Hand over one input, time until the complete output is held here, check it."""
+        kind, i = which
+        x, ref = (self.bench_x, self.bench_ref) if kind == "benchmark" else (self.pool[i]["input"], self.pool[i]["output"])
+        self.inp.tensor.copy_(x)
+        _poison(self.out.tensor)
+        C.sync(self.device)
+        t0 = time.perf_counter()
+        reply = self.worker.request(op, self.timeouts["call_s"])
+        self.private_out.copy_(self.out.tensor)
+        C.sync(self.device)
+        seconds = time.perf_counter() - t0
+        self.calls_made += 1
+        name = "benchmark input" if kind == "benchmark" else f"fresh input {self.calls_made}"
+        if reply.get("error"):
+            raise Failed("gate_fail", f"{name}: {reply['error']}")
+        if not torch.equal(self.inp.tensor, x):
+            raise Failed("gate_fail", f"the candidate modified its input ({name})")
+        res = self.adapter.compare(self.private_out, ref, self.goals["gate"])
+        if not res["passed"]:
+            raise Failed("gate_fail", f"{name}: {res['reason']}")
+        key = "benchmark" if kind == "benchmark" else "fresh"
+        facts["checked"].append({"input": name, "seconds": seconds, "quality": res.get("quality"), "max_abs": res.get("max_abs")})
+        if key == "benchmark":
+            facts.update(quality=res.get("quality"), max_abs=res.get("max_abs"))
+            if facts.get("want_frame"):
+                facts["_bench_out"] = self.private_out.detach().to("cpu", copy=True)
+        elif _worse(res.get("quality"), facts.get("fresh_quality"), self.goals["gate"]):
+            facts.update(fresh_quality=res.get("quality"), fresh_max_abs=res.get("max_abs"))
+        return seconds, reply
+
+    def measure(self, want_frame: bool = False, calls: int | None = None) -> dict[str, Any]:
+        """Calibrate the boundary, build, then warm-up and timed calls (or just `calls` checked
+        calls, for verify: a call cannot tell which it is, and every call is checked alike).
+        Never raises for the candidate's failures: they come back as facts["status"] and
+        facts["reason"]."""
+        facts: dict[str, Any] = {
+            "passed": False, "status": "measured", "reason": "", "preset": self.preset, **C.env_info(self.device),
+            "candidate": str(self.candidate), "candidate_sha": C.sha256_bytes(self.source),
+            "weights_kind": self.adapter.weights_kind(), "sandbox": self.sandbox_label(),
+            "input": f"asset {C.input_path(self.preset).name}", "runs": self.runs, "warmup_runs": self.warmup,
+            "quality": None, "max_abs": None, "fresh_quality": None, "fresh_max_abs": None,
+            "quality_name": self.goals["gate"].get("quality_name", "quality"), "checked": [],
+            "want_frame": want_frame, "worker_load_s": self.load_s,
+        }
+        try:
+            null = []
+            for _ in range(CALIBRATIONS):
+                _poison(self.out.tensor)
+                C.sync(self.device)
+                t0 = time.perf_counter()
+                self.worker.request("calibrate", self.timeouts["call_s"])
+                self.private_out.copy_(self.out.tensor)
+                C.sync(self.device)
+                null.append(time.perf_counter() - t0)
+            facts["boundary_s"] = statistics.median(null)
+            example = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), self.device)
+            self.inp.tensor.copy_(example.to(self.bench_x.dtype))
+            C.sync(self.device)
+            t0 = time.perf_counter()
+            built = self.worker.request("build", self.timeouts["build_s"])
+            facts["build_s"] = time.perf_counter() - t0
+            facts["info"] = built.get("info")
+            if calls is not None:
+                self.warmup, self.runs = 1, max(calls - 1, 1)
+                facts.update(runs=self.runs, warmup_runs=1)
+            plan = self._plan(self.warmup + self.runs)
+            times = [self._call("call", which, facts)[0] for which in plan]
+            facts["first_calls_s"] = sum(times[: self.warmup])
+            facts["warmup_s"] = facts["build_s"] + facts["first_calls_s"]
+            facts["times_s"] = times[self.warmup:]
+            facts.update(_stats(facts["times_s"]))
+            facts["boundary_pct"] = 100 * facts["boundary_s"] / facts["median_s"]
+            facts["peak_mem_gb"] = self.worker.request("memory", self.timeouts["call_s"]).get("peak_mem_gb")
+            facts["passed"] = True
+        except Failed as e:
+            facts.update(status=e.status, reason=str(e))
+        facts.pop("want_frame")
+        self._add_floor(facts)
+        return facts
+
+    def sandbox_label(self) -> str:
+        return "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.abi)
+
+    def _add_floor(self, facts: dict[str, Any]) -> None:
+        flops = float(self.adapter.flops(list(self.bench_x.shape))) if hasattr(self.adapter, "flops") else None
+        rate = self.goals.get("floor", {}).get("rate_tflops")
+        med = facts.get("median_s")
+        facts["flops"] = flops
+        facts["tflops"] = flops / med / 1e12 if flops and med else None
+        facts["floor_s"] = flops / (rate * 1e12) if flops and rate else None
+        facts["pct_of_floor"] = 100.0 * facts["floor_s"] / med if facts["floor_s"] and med else None
+
+    def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
+        """One profiled call and one FLOP-counted call, each on a fresh input and checked like
+        the others. What the worker reports about itself is informational, never the metric."""
+        try:
+            first, second = self._fresh(2)
+            _, rep = self._call("profile", ("pool", first), facts)
+            _, counted = self._call("flops", ("pool", second), facts)
+        except (Failed, C.SetupError) as e:
+            facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while profiling: {e}")
+            return None
+        facts["executed_flops"] = counted.get("flops")
+        return rep.get("profile")

@@ -1,0 +1,174 @@
+"""The worker: the only process that runs candidate code. Started by harness/session.py.
+
+    python -m harness.worker FD      (FD: the socket to the harness; nothing else on the command line)
+
+Its life, in order:
+ 1. read the configuration from the harness;
+ 2. sandbox itself (harness/sandbox.py) while it still has one thread and no candidate code;
+ 3. import torch, map the two shared buffers (harness/shared.py), load the frozen model;
+ 4. time the boundary for the harness: copy an output-sized tensor into the shared output buffer,
+    before any candidate code exists in this process;
+ 5. import the candidate from the source bytes the harness sent (not from the file, which the
+    agent may be editing) and build it with an example input;
+ 6. answer calls: run forward_fn on the shared input buffer, copy the result into the shared
+    output buffer, synchronize, say "done". Every call looks the same: the worker is never told
+    whether a call is a warm-up, timed, checked or profiled, nor which tool started it.
+
+Nothing here is trusted after step 5: candidate code can patch any of it. The harness therefore
+believes only the output buffer and the moment "done" arrives (it takes the time itself and
+checks every output); what the worker reports besides (info, profile) is informational.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from harness import sandbox  # noqa: E402  (standard library only)
+from harness.channel import Channel  # noqa: E402
+
+
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}".replace("\n", " ")[:400]
+
+
+class Worker:
+    def __init__(self, chan: Channel, cfg: dict[str, Any]) -> None:
+        import torch
+
+        from harness import _common as C
+        from harness import shared
+
+        self.torch, self.C, self.chan, self.cfg = torch, C, chan, cfg
+        self.device = cfg["device"]
+        self.inp = shared.attach(cfg["input"])
+        self.out = shared.attach(cfg["output"])
+        goals = C.load_goals()
+        self.goals = goals
+        self.adapter = C.load_adapter(goals)
+        self.model = self.adapter.load_model(self.device)
+        self.fn = None
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def deliver(self, y: Any) -> str | None:
+        """Copy an output into the shared buffer; the reason it cannot be, or None."""
+        torch = self.torch
+        if not isinstance(y, torch.Tensor):
+            return f"output is {type(y).__name__}, not a tensor"
+        if tuple(y.shape) != tuple(self.out.shape):
+            return f"output shape {tuple(y.shape)} != expected {tuple(self.out.shape)}"
+        if y.dtype != self.out.dtype:
+            return f"output dtype {y.dtype} != expected {self.out.dtype}"
+        self.out.copy_(y)
+        self.sync()
+        return None
+
+    def calibrate(self) -> dict[str, Any]:
+        probe = getattr(self, "_probe", None)
+        if probe is None:
+            probe = self._probe = self.torch.zeros_like(self.out)
+        self.out.copy_(probe)
+        self.sync()
+        return {}
+
+    def build(self) -> dict[str, Any]:
+        self.__dict__.pop("_probe", None)
+        build = load_source(self.cfg["candidate"], self.cfg["source"], self.goals["build_fn"])
+        with self.torch.no_grad():
+            self.fn, info = build(self.model, self.inp.clone())
+        self.sync()
+        return {"info": info}
+
+    def call(self) -> dict[str, Any]:
+        with self.torch.no_grad():
+            y = self.fn(self.inp)
+        problem = self.deliver(y)
+        return {"error": problem} if problem else {}
+
+    def profile(self) -> dict[str, Any]:
+        from harness import profile
+
+        with profile.capture(self.device) as prof:
+            reply = self.call()
+        if "error" not in reply:
+            reply["profile"] = profile.summarize(prof, self.device)
+        return reply
+
+    def flops(self) -> dict[str, Any]:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counter = FlopCounterMode(display=False)
+        with counter:
+            reply = self.call()
+        reply["flops"] = float(counter.get_total_flops())
+        return reply
+
+    def memory(self) -> dict[str, Any]:
+        cuda = self.device == "cuda"
+        return {"peak_mem_gb": self.torch.cuda.max_memory_allocated() / 1e9 if cuda else None}
+
+
+def load_source(path: str, source: str, build_fn: str):
+    """Import the candidate from the bytes the harness read and hashed. Code that reads its own
+    source (Triton's @jit does, via inspect) must see these bytes too: pin them in the line cache."""
+    import importlib.util
+    import linecache
+
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    sys.path.insert(0, str(Path(path).parent))  # as for a script: its own folder is importable
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = module
+    exec(compile(source, path, "exec"), module.__dict__)
+    build = getattr(module, build_fn, None)
+    if build is None:
+        raise AttributeError(f"{Path(path).name} defines no {build_fn}()")
+    return build
+
+
+def serve(chan: Channel) -> None:
+    cfg = chan.recv()
+    os.environ["AUTO_OPTIM_GOALS"] = cfg["goals_path"]
+    abi = 0
+    if cfg.get("sandbox"):
+        # Its own /proc entry too: the CUDA driver writes there when it starts (seen on an H100).
+        abi = sandbox.restrict(cfg["sandbox"]["hidden"], cfg["sandbox"]["writable"] + [f"/proc/{os.getpid()}"])
+    t0 = time.perf_counter()
+    worker = Worker(chan, cfg)
+    chan.send({"op": "ready", "sandbox_abi": abi, "load_s": time.perf_counter() - t0})
+    while True:
+        msg = chan.recv()
+        op = msg.get("op")
+        if op == "exit":
+            return
+        handler = getattr(worker, op, None) if op in ("calibrate", "build", "call", "profile", "flops", "memory") else None
+        if handler is None:
+            chan.send({"op": "error", "reason": f"unknown request {op!r}"})
+            continue
+        try:
+            chan.send({"op": "done", **handler()})
+        except Exception as e:  # noqa: BLE001 - any failure of the candidate is reported, then we carry on
+            traceback.print_exc()
+            where = "candidate build raised" if op == "build" else "candidate raised"
+            chan.send({"op": "error", "reason": f"{where} {_one_line(e)}"})
+
+
+def main() -> None:
+    chan = Channel(socket.socket(fileno=int(sys.argv[1])))
+    try:
+        serve(chan)
+    except sandbox.Unavailable as e:
+        chan.send({"op": "error", "reason": f"sandbox unavailable: {e}"})
+
+
+if __name__ == "__main__":
+    main()

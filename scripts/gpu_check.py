@@ -1,0 +1,53 @@
+"""A short check of the worker protocol on a GPU machine, before any long run: the sandbox, the
+CUDA buffers shared with the worker, the toy target measured on the GPU, and the cheaters that
+only a GPU can run (side stream) or that matter most there (early "done", patched clocks).
+
+    python scripts/gpu_check.py            # exit 0 when everything held, 1 otherwise
+
+Prints one line per check and a final JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+import torch  # noqa: E402
+
+from conftest import make_toy, use  # noqa: E402
+from harness import sandbox  # noqa: E402
+from harness.session import Session  # noqa: E402
+
+CHEATERS = REPO / "tests" / "cheaters"
+
+
+def main() -> int:
+    results: dict[str, object] = {"torch": torch.__version__, "cuda": torch.version.cuda,
+                                  "gpu": torch.cuda.get_device_name(), "landlock_abi": sandbox.abi_version()}
+    ok = True
+    ws = make_toy(Path(tempfile.mkdtemp()) / "toy")
+    with use(ws):
+        for name, want in [("optimize", "pass"), ("side_stream", "fail"), ("early_done", "fail"),
+                           ("patches_clock", "slow"), ("reads_reference", "fail")]:
+            path = ws / "optimize.py" if name == "optimize" else CHEATERS / f"{name}.py"
+            with Session(path, "tiny", "cuda") as s:
+                f = s.measure()
+            got = "pass" if f["passed"] else "fail"
+            held = got == want or (want == "slow" and f["passed"] and f["median_s"] >= 0.27)
+            ok &= held
+            results[name] = {"passed": f["passed"], "reason": f["reason"][:200], "median_s": f.get("median_s"),
+                             "boundary_s": f.get("boundary_s"), "sandbox": f["sandbox"], "held": held}
+            print(f"{name}: {'held' if held else 'NOT HELD'} ({got}; {f['reason'][:120]}) sandbox {f['sandbox']}", flush=True)
+    print(json.dumps(results, default=str))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

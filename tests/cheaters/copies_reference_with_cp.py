@@ -1,0 +1,18 @@
+"""Cheater: has a child process (cp) copy the reference somewhere readable, then loads the copy.
+A Python audit hook would not see it; the old harness passed it with PSNR inf. Stopped by: the
+sandbox binds every process the worker starts."""
+
+import os
+import subprocess
+
+import torch
+
+from _target import C
+
+
+def build_decoder(model, example):
+    dest = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ref.pt")
+    ref = sorted(C.assets_dir().glob("reference_*.pt"))[0]
+    subprocess.run(["cp", str(ref), dest], check=True)
+    saved = torch.load(dest, weights_only=True)["output"]
+    return (lambda x: saved.clone().to(x.device)), {"cheat": "cp the reference"}

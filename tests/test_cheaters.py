@@ -1,0 +1,141 @@
+"""Every cheater in tests/cheaters/ against the evaluator, on the toy target (each one runs in its
+own sandboxed worker, like any candidate). Each test says what the cheat would have gained and
+checks that it did not: a rejected output, a crash on a forbidden act, or an honest time.
+
+The cheaters are written against the target's adapter, so the same files run on the VAE.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import sandbox
+from harness.session import Session
+
+CHEATERS = Path(__file__).resolve().parent / "cheaters"
+HONEST_COST_S = 0.3  # what the timing cheaters sleep per honest call
+
+
+def measure(name: str, **kw) -> dict:
+    with Session(CHEATERS / f"{name}.py", "tiny", "cpu", **kw) as s:
+        return s.measure()
+
+
+@pytest.mark.parametrize("name", ["zeros", "nan", "drift", "wrong_shape", "wrong_dtype", "mutates_input",
+                                  "ignores_input", "caches_first", "walks_frames", "detects_phase",
+                                  "special_case_patch", "early_done"])
+def test_rejected_by_the_gate(at_toy: Path, name: str) -> None:
+    f = measure(name)
+    assert not f["passed"] and f["status"] == "gate_fail", f"{name}: {f['status']} {f['reason']}"
+    assert f["reason"] and "\n" not in f["reason"]
+
+
+@pytest.mark.parametrize("name, why", [("reads_reference", "PermissionError"), ("reads_pool", "PermissionError"),
+                                       ("copies_reference_with_cp", "CalledProcessError"),
+                                       ("rewrites_harness", "PermissionError"),
+                                       ("out_of_memory", "raised")])
+def test_forbidden_acts_crash(at_toy: Path, name: str, why: str) -> None:
+    f = measure(name)
+    assert not f["passed"] and f["status"] == "crash" and why in f["reason"], f
+
+
+@pytest.mark.parametrize("name", ["caches_by_content", "patches_clock", "keeps_working"])
+def test_timing_cheats_get_the_honest_time(at_toy: Path, name: str) -> None:
+    """Each would look far faster than HONEST_COST_S under a harness that repeated inputs, read
+    the candidate's clocks, or stopped the clock before the next call could start."""
+    f = measure(name)
+    assert f["passed"], f["reason"]
+    assert f["median_s"] >= 0.9 * HONEST_COST_S, f["times_s"]
+
+
+def test_cannot_tell_which_tool_runs_it(at_toy: Path) -> None:
+    """Through verify.py itself: were the command lines visible, this cheater would pass."""
+    r = subprocess.run([sys.executable, "harness/verify.py", "--candidate", str(CHEATERS / "detects_tool.py"),
+                        "--device", "cpu"], cwd=at_toy, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "reason: " in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_no_cache_survives_the_run(at_toy: Path, tmp_path: Path) -> None:
+    before = {p: set(p.glob("cheat-*")) for p in (CHEATERS, Path.home(), Path("/tmp"), Path("/var/tmp"))}
+    f = measure("persists_cache")
+    assert f["passed"], f["reason"]
+    for place, old in before.items():
+        assert set(place.glob("cheat-*")) == old, f"the worker wrote into {place}"
+
+
+def test_the_harness_is_out_of_reach(at_toy: Path) -> None:
+    """Its /proc entries, memory and files: the cheater would return garbage if it found any."""
+    f = measure("escapes_via_proc")
+    assert f["passed"], f"the worker reached the harness: {f['reason']} {f.get('info')}"
+
+
+def test_no_network(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted: list[bool] = []
+    threading.Thread(target=lambda: accepted.append(bool(server.accept())), daemon=True).start()
+    monkeypatch.setenv("CHEAT_PORT", str(server.getsockname()[1]))
+    try:
+        f = measure("phones_home")
+    finally:
+        server.close()
+    if sandbox.abi_version() < 4:
+        pytest.skip("this kernel's Landlock cannot scope TCP (ABI < 4)")
+    assert f["passed"] and not accepted, f"the worker reached a local server: {f['reason']}"
+
+
+def test_cannot_signal_the_harness(at_toy: Path) -> None:
+    if sandbox.abi_version() < 6:
+        pytest.skip("this kernel's Landlock cannot scope signals (ABI < 6)")
+    f = measure("signals_harness")
+    assert f["passed"], f"a signal reached the harness: {f['reason']}"
+
+
+def alive(marker: str) -> bool:
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker.encode() in (d / "cmdline").read_bytes():
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def test_everything_it_started_is_killed(at_toy: Path) -> None:
+    f = measure("spawns_daemon")
+    assert f["passed"], f["reason"]
+    assert not alive("auto-optim-daemon-marker"), "the daemon outlived the session"
+
+
+def test_hang_is_a_timeout(at_toy: Path) -> None:
+    f = measure("hangs", timeout=3)
+    assert f["status"] == "timeout" and "3 s" in f["reason"], f
+
+
+def test_exit_is_a_crash(at_toy: Path) -> None:
+    f = measure("exits")
+    assert f["status"] == "crash" and "exited with code 3" in f["reason"], f
+
+
+def test_an_honest_candidate_passes_in_the_same_setup(at_toy: Path) -> None:
+    """The control: the toy's own optimize.py, through the same path, passes."""
+    with Session(None, "tiny", "cpu") as s:
+        f = s.measure()
+    assert f["passed"] and f["sandbox"].startswith("landlock"), f
+    assert len(f["checked"]) == f["warmup_runs"] + f["runs"]
+    assert sum(c["input"] == "benchmark input" for c in f["checked"]) == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (side streams)")
+def test_side_stream_rejected_on_gpu(at_toy: Path) -> None:
+    with Session(CHEATERS / "side_stream.py", "tiny", "cuda") as s:
+        f = s.measure()
+    assert not f["passed"], "side-stream cheater passed"
