@@ -335,7 +335,7 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) 
         _saved_best(preset).unlink(missing_ok=True)
     elif cand == target:
         note = restore(best, target, preset, repo)
-    versions = f"torch {f.get('torch', '?')} cuda {f.get('cuda')} cudnn {f.get('cudnn')}"
+    versions = " ".join(f"{k} {f[k]}" for k in ("torch", "cuda", "cudnn") if f.get(k))
     row = {"exp": exp, "commit": commit, "timestamp": rec["timestamp"], "desc": rec["desc"], "status": status,
            "median_s": f.get("median_s"), "spread_s": f.get("spread_s"), "quality": f.get("quality"),
            "max_abs": f.get("max_abs"), "speedup_vs_fp32": speedup, "gpu": gpu, "preset": preset,

@@ -1,10 +1,12 @@
-"""run_experiment end to end on the toy target (cheap), plus decide() and the record files.
+"""run_experiment end to end on the toy target, plus decide() and the record files.
 
-Latency "by construction": the toy candidates sleep, so keep/revert does not hang on CPU noise.
+Latency "by construction": the toy model sleeps TOY_DELAY_S per call (the fp32 eager baseline
+pays it in full) and candidates set their own sleep, so keep/revert never hangs on CPU noise.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -14,61 +16,35 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-HARNESS = REPO / "harness"
-TOY = Path(__file__).resolve().parent / "toy_target"
-sys.path.insert(0, str(REPO))
+from conftest import make_toy, use
+from harness import records as R
+from harness import run_experiment
+from harness.run_experiment import decide
 
-from harness import records as R  # noqa: E402
-from harness import run_experiment  # noqa: E402
-from harness.run_experiment import decide  # noqa: E402
-
-SLOW, MEDIUM, FAST = 0.6, 0.3, 0.0  # seconds of sleep per call: gaps far above CPU noise
+DELAY = 0.4                      # the frozen toy model's cost per call
+SLOW, MEDIUM, FAST = 0.6, 0.2, 0.05
 
 
 def candidate(sleep: float = 0.0, body: str = "return model(x)", build: str = "") -> str:
-    return (f'"""toy candidate"""\nimport time\n\n\ndef build_decoder(model, example_input):\n{build}'
-            f"    def forward_fn(x):\n        time.sleep({sleep})\n        {body}\n\n"
+    return (f'"""toy candidate"""\n\n\ndef build_decoder(model, example_input):\n{build}'
+            f"    model.delay = {sleep}\n\n    def forward_fn(x):\n        {body}\n\n"
             f'    return forward_fn, {{"sleep": {sleep}}}\n')
 
 
-def make_toy(dest: Path, git: bool = True) -> Path:
-    """A copy of the toy target with harness/ linked in; a git repo when asked."""
-    shutil.copytree(TOY, dest, ignore=shutil.ignore_patterns("__pycache__"))
-    (dest / "harness").symlink_to(HARNESS)
-    (dest / ".gitignore").write_text("__pycache__/\nruns/\nassets/\nprofiles/*.json\n")
-    (dest / "optimize.py").write_text(candidate(SLOW))
-    # The input and its strict-fp32 reference, made by helper scripts in one interpreter start.
-    code = ("from harness import make_latent, make_reference; make_latent.run('tiny', mode='seeded', "
-            "device='cpu'); make_reference.run('tiny', device='cpu')")
-    subprocess.run([sys.executable, "-c", code], cwd=dest, check=True, timeout=120,
-                   env={**os.environ, "AUTO_OPTIM_GOALS": str(dest / "goals.json")})
-    if git:
-        subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-        subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
-                       cwd=dest, check=True)
-    return dest
-
-
-def run(ws: Path, *args: str) -> tuple[int, dict]:
-    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
+def run(ws: Path, *args: str) -> tuple[int, dict, str]:
+    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(DELAY)}
     p = subprocess.run([sys.executable, str(ws / "harness" / "run_experiment.py"), *args], cwd=ws, env=env,
                        capture_output=True, text=True, timeout=300)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    return p.returncode, (json.loads(lines[-1]) if lines else {"stderr": p.stderr[-2000:]})
+    return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
 
 
 def rows(ws: Path) -> list[dict[str, str]]:
     return R.read_rows(ws / "results.tsv")
 
 
-def tracked(ws: Path) -> str:
-    return subprocess.run(["git", "ls-files"], cwd=ws, capture_output=True, text=True).stdout
-
-
-def git_log(ws: Path) -> str:
-    return subprocess.run(["git", "log", "--format=%s"], cwd=ws, capture_output=True, text=True).stdout
+def git(ws: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ws, capture_output=True, text=True).stdout
 
 
 def test_decide() -> None:
@@ -78,24 +54,29 @@ def test_decide() -> None:
     assert decide(0.95, 0.08, 1.0, 0.01, 0.01) == "revert"  # gain smaller than the candidate's spread
     assert decide(0.95, 0.01, 1.0, 0.08, 0.01) == "revert"  # ... or the best's spread
     assert decide(1.2, 0.0, 1.0, 0.0, 0.01) == "revert"
+    # a throughput: higher is better, the same rule mirrored
+    assert decide(110.0, 1.0, 100.0, 1.0, 0.01, "higher") == "keep"
+    assert decide(100.5, 0.1, 100.0, 0.1, 0.01, "higher") == "revert"
+    assert decide(90.0, 0.1, 100.0, 0.1, 0.01, "higher") == "revert"
 
 
 def test_records_append_only(tmp_path: Path) -> None:
     path = tmp_path / "results.tsv"
-    base = {c: "x" for c in R.COLUMNS} | {"exp": "e001", "status": "baseline", "median_s": 1.0,
-                                          "preset": "tiny", "spread_s": 0.0, "desc": "a\tb\nc"}
+    base = {c: "x" for c in R.COLUMNS} | {"exp": "e001", "status": "baseline", "median_s": 1.0, "metric": 1.0,
+                                          "preset": "tiny", "spread_s": 0.0, "desc": "a\tb\nc", "gpu": "g"}
     R.append_row(base, path)
     before = path.read_text()
-    R.append_row(base | {"exp": R.next_exp_id(R.read_rows(path)), "status": "keep", "median_s": 0.5}, path)
+    R.append_row(base | {"exp": R.next_exp_id(R.read_rows(path)), "status": "keep", "median_s": 0.5, "metric": 0.5}, path)
     after = path.read_text()
     assert after.startswith(before) and len(after.splitlines()) == 3
     got = R.read_rows(path)
     assert [r["exp"] for r in got] == ["e001", "e002"] and got[0]["desc"] == "a b c"
     assert R.best_row(got, "tiny")["exp"] == "e002" and R.baseline_row(got, "tiny")["exp"] == "e001"
+    assert R.best_row(got, "tiny", better="higher")["exp"] == "e001"
     with pytest.raises(ValueError):
         R.append_row(base | {"status": "great"}, path)
-    path.write_text(after + "broken line\n")  # a damaged file is refused, not extended
-    with pytest.raises(R.C.SetupError):
+    path.write_text(after + "broken line\n")  # a damaged file is refused, not extended, and says how to repair it
+    with pytest.raises(R.C.SetupError, match="repair it by hand"):
         R.append_row(base, path)
     prog = tmp_path / "PROGRESS.md"
     R.append_progress("e001 baseline", prog)
@@ -106,11 +87,28 @@ def test_records_append_only(tmp_path: Path) -> None:
     assert "Generated" in md and md.index("| e002 |") < md.index("| e001 |")
 
 
+def test_legacy_rows_are_read_and_kept(tmp_path: Path) -> None:
+    """Rows written before the worker harness (16 cells, psnr_db) stay byte for byte."""
+    path = tmp_path / "results.tsv"
+    legacy = "\t".join(R.LEGACY_COLUMNS) + "\n" + "\t".join(
+        ["e001", "abc", "t", "old", "baseline", "2.0", "0.1", "54.0", "0.02", "1.0", "H100", "full", "synthetic",
+         "ffff", "aaaa", "torch"]) + "\n"
+    path.write_text(legacy)
+    got = R.read_rows(path)
+    assert got[0]["quality"] == "54.0" and got[0]["wall_s"] == "-" and R.metric_value(got[0]) == 2.0
+    R.append_row({"exp": "e002", "status": "keep", "median_s": 1.0, "preset": "full", "gpu": "H100"}, path)
+    text = path.read_text()
+    assert text.splitlines()[1] == legacy.splitlines()[1] and text.splitlines()[0] == "\t".join(R.COLUMNS)
+
+
 def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One sequence (each run_experiment call costs a few interpreter starts): every status,
-    restores, append-only records, commits, leaderboard, measure-only + apply, frozen hash."""
-    ws = make_toy(tmp_path / "toy")
+    """One sequence (each run costs a few interpreter starts): the first run's baseline, every
+    status, restores, a --candidate file left alone, append-only records, commits, the
+    leaderboard, measure-only + apply, re-runs, the frozen hash."""
+    ws = make_toy(tmp_path / "toy", git=True)
     opt = ws / "optimize.py"
+    opt.write_text(medium := candidate(MEDIUM))
+    subprocess.run(["git", "commit", "-qam", "medium"], cwd=ws, check=True)
     history: list[str] = []
 
     def grows() -> None:
@@ -118,80 +116,93 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         assert not history or text.startswith(history[-1])
         history.append(text)
 
-    rc, f = run(ws, "--desc", "baseline: sleepy eager")
-    assert rc == 0 and f["status"] == "baseline", f
+    # The first run on a machine: the frozen model's fp32 eager baseline, then optimize.py against it.
+    rc, f, out = run(ws, "--desc", "first run")
+    assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
     grows()
-    assert (ws / "profiles" / "e001.md").is_file() and "e001: " in git_log(ws)
-    strip = ws / "quality" / "e001.png"  # the keeper's quality strip, committed with its record
-    assert strip.read_bytes().startswith(b"\x89PNG") and "quality/e001.png" in tracked(ws)
-
-    opt.write_text(medium := candidate(MEDIUM))
-    rc, f = run(ws, "--desc", "less sleep", "--no-profile")
-    assert rc == 0 and f["status"] == "keep", f
-    grows()
-    assert float(f["speedup_vs_fp32"]) > 1.5 and "e002: " in git_log(ws)
-    assert not subprocess.run(["git", "status", "--porcelain"], cwd=ws, capture_output=True, text=True).stdout.strip()
+    assert [r["status"] for r in rows(ws)] == ["baseline", "keep"]
+    assert float(rows(ws)[1]["speedup_vs_fp32"]) > 1.5 and rows(ws)[0]["sandbox"].startswith("landlock")
+    assert float(rows(ws)[0]["wall_s"]) > 0 and "None" not in out
+    assert (ws / "profiles" / "e002.md").is_file() and "e002: " in git(ws, "log", "--format=%s")
+    strip = ws / "quality" / "e002.png"  # the keeper's quality strip, committed with its record
+    assert strip.read_bytes().startswith(b"\x89PNG") and "quality/e002.png" in git(ws, "ls-files")
+    assert json.loads((ws / "records" / "e001.json").read_text())["status"] == "baseline"
 
     for text, status, extra in [(candidate(SLOW), "revert", []),                      # slower
                                 (candidate(FAST, body="return model(x) * 0.5"), "gate_fail", []),
                                 (candidate(FAST, body="raise RuntimeError('boom')"), "crash", []),
-                                (candidate(FAST, build="    time.sleep(120)\n"), "timeout", ["--timeout", "5"])]:
+                                (candidate(FAST, build="    import time; time.sleep(120)\n"), "timeout",
+                                 ["--timeout", "5"])]:
         opt.write_text(text)
-        rc, f = run(ws, "--desc", status, *extra)
-        assert rc == 1 and f["status"] == status, f
+        rc, f, out = run(ws, "--desc", status, *extra)
+        assert rc == 1 and f["status"] == status, out
         assert opt.read_text() == medium, f"{status}: optimize.py not restored byte for byte"
+        assert json.loads((ws / "records" / f"{f['exp']}.json").read_text())["source"] == text  # kept on record
         grows()
 
-    # A file edited while it is measured (here by itself, after verify loaded it): bench runs other
-    # code than the source the record would hold, so nothing is recorded.
-    opt.write_text(candidate(FAST, build="    open(__file__, 'a').write('# edited during the run\\n')\n"))
-    rc, f = run(ws, "--desc", "edits itself", "--no-profile")
-    assert rc == 2 and "changed while it was being measured" in f["reason"], f
-    assert (ws / "results.tsv").read_text() == history[-1]
-    opt.write_text(medium)
+    # A --candidate file, untracked: never modified; a crash is a row; a keeper becomes optimize.py.
+    other = tmp_path / "elsewhere.py"
+    other.write_text(broken := candidate(FAST, body="raise RuntimeError('boom')"))
+    rc, f, out = run(ws, "--desc", "untracked crash", "--candidate", str(other))
+    assert rc == 1 and f["status"] == "crash" and other.read_text() == broken and opt.read_text() == medium, out
+    grows()
+    other.write_text(fast := candidate(FAST))
+    rc, f, out = run(ws, "--desc", "untracked keeper", "--candidate", str(other), "--no-profile")
+    assert rc == 0 and f["status"] == "keep" and other.read_text() == fast and opt.read_text() == fast, out
+    assert git(ws, "show", "HEAD~1:optimize.py") == fast  # committed as optimize.py
+    grows()
 
-    # The GPU machine: a copy without .git, holding the records; its measuring records nothing.
+    # A second experiment while one runs: refused at once, nothing recorded.
+    lock = open(ws / "runs" / "run_experiment.lock", "a+")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    rc, f, out = run(ws, "--desc", "concurrent")
+    lock.close()
+    assert rc == 2 and "another experiment is running" in f["reason"], out
+    assert (ws / "results.tsv").read_text() == history[-1]
+
+    # The GPU machine: a copy without .git; its measuring records nothing there.
     gpu = tmp_path / "gpu"
     shutil.copytree(ws, gpu, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-    (gpu / "optimize.py").write_text(fast := candidate(FAST))
-    rc, f = run(gpu, "--desc", "no sleep", "--measure-only", "--record-out", str(gpu / "rec.json"))
-    assert rc == 0 and f["would_be"] == "keep", f
-    rec = json.loads((gpu / "rec.json").read_text())
-    assert rec["source"] == fast and "Profile" in rec["profile_md"] and rec["strip_png"]
+    (gpu / "optimize.py").write_text(fast)
+    rc, f, out = run(gpu, "--desc", "the same source again", "--measure-only", "--record-out", str(gpu / "rec.json"))
+    assert rc == 0 and f["outcomes"] == ["measured"], out
+    rec = json.loads((gpu / "rec.json").read_text())["experiments"][0]
+    assert rec["source"] == fast and rec["would_be"] == "rerun"
     assert (gpu / "results.tsv").read_text() == history[-1]
-    monkeypatch.setenv("AUTO_OPTIM_GOALS", str(ws / "goals.json"))  # bookkeeping runs in-process: cheap
-    assert run_experiment.main(["--apply", str(gpu / "rec.json")]) == 0
-    grows()
-    assert opt.read_text() == fast and (ws / "profiles" / "e007.md").is_file() and "e007: " in git_log(ws)
-    got = rows(ws)
-    assert [r["status"] for r in got] == ["baseline", "keep", "revert", "gate_fail", "crash", "timeout", "keep"]
-    assert [r["exp"] for r in got] == [f"e00{i}" for i in range(1, 8)]
-    assert got[1]["commit"] != "-" and got[2]["commit"] == "-"
-    board = (ws / "leaderboard.md").read_text()
-    assert board.index("| e007 |") < board.index("| e002 |") < board.index("| e001 |") and "| e003 |" not in board
-    assert (ws / "PROGRESS.md").read_text().count("\n- e00") == 7
-    assert (ws / "quality" / "e007.png").is_file() and not (ws / "quality" / "e003.png").exists()
-
-    # The same source measured again (here: the same record): a re-run, not a keeper or a revert.
-    head = git_log(ws)
-    assert run_experiment.main(["--apply", str(gpu / "rec.json")]) == 0
+    with use(ws):
+        assert run_experiment.main(["--apply", str(gpu / "rec.json")]) in (0, 1)  # 0 when within the noise
     grows()
     last = rows(ws)[-1]
-    assert (last["exp"], last["status"], last["commit"]) == ("e008", "rerun", "-")
-    assert opt.read_text() == fast and git_log(ws) == head
-    assert "re-run of e007" in (ws / "PROGRESS.md").read_text().splitlines()[-1]
-    assert "within the 1% noise threshold" in (ws / "PROGRESS.md").read_text().splitlines()[-1]
+    assert (last["status"], last["commit"]) == ("rerun", "-") and opt.read_text() == fast
+    assert "re-run of e008" in (ws / "PROGRESS.md").read_text().splitlines()[-1]
+    assert [r["status"] for r in rows(ws)] == ["baseline", "keep", "revert", "gate_fail", "crash", "timeout",
+                                              "crash", "keep", "rerun"]
+    board = (ws / "leaderboard.md").read_text()
+    assert board.index("| e008 |") < board.index("| e002 |") < board.index("| e001 |") and "| e003 |" not in board
 
     # A changed frozen file: refused, nothing recorded, until a person re-baselines.
     goals = json.loads((ws / "goals.json").read_text())
     (ws / "goals.json").write_text(json.dumps(goals | {"noise_threshold": 0.02}))
-    assert run_experiment.main(["--desc", "after a goals edit", "--no-profile"]) == 2
+    rc, f, out = run(ws, "--desc", "after a goals edit", "--no-profile")
+    assert rc == 2 and "--rebaseline" in f["reason"], out
     assert (ws / "results.tsv").read_text() == history[-1]
-    rec["frozen_hash"] = "0123456789abcdef"  # as if measured with the edited goals
-    (gpu / "rec.json").write_text(json.dumps(rec))
-    assert run_experiment.main(["--apply", str(gpu / "rec.json")]) == 2
-    assert (ws / "results.tsv").read_text() == history[-1]
-    assert run_experiment.main(["--apply", str(gpu / "rec.json"), "--rebaseline"]) == 0
+    rc, f, out = run(ws, "--desc", "new comparison", "--rebaseline", "--no-profile")
+    assert rc in (0, 1) and [r["status"] for r in rows(ws)][-2] == "baseline", out
     grows()
-    assert rows(ws)[-1]["status"] == "baseline" and rows(ws)[-1]["frozen_hash"] == "0123456789abcdef"
-    assert run_experiment.main(["--apply", str(tmp_path / "missing.json")]) == 2
+    with use(ws):
+        assert run_experiment.main(["--apply", str(tmp_path / "missing.json")]) == 2
+
+
+def test_tampering_voids_the_run(tmp_path: Path) -> None:
+    """Unsandboxed (where no sandbox can be had), a candidate that rewrites the harness is caught
+    after the fact: the row is `tampered`, nothing is kept, optimize.py is restored."""
+    ws = make_toy(tmp_path / "toy", copy_harness=True, git=True)
+    rc, f, out = run(ws, "--desc", "first run", "--no-profile")
+    assert rc in (0, 1), out
+    before = (ws / "optimize.py").read_text()
+    cheat = (Path(__file__).parent / "cheaters" / "rewrites_harness.py").read_text()
+    (ws / "optimize.py").write_text(cheat.replace("from _target import C, honest", "from harness import _common as C")
+                                    .replace("honest(model, x)", "model(x)"))
+    rc, f, out = run(ws, "--desc", "rewrites the harness", "--unsandboxed", "--no-profile")
+    assert rc == 1 and f["status"] == "tampered" and "harness/bench.py" in f["reason"], out
+    assert f["sandbox"] == "none (--unsandboxed)" and (ws / "optimize.py").read_text() == before

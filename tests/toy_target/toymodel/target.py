@@ -6,6 +6,8 @@ The same adapter functions as model/target.py; nothing in harness/ changes to us
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 
 import torch
 from torch import nn
@@ -19,19 +21,22 @@ class Toy(nn.Module):
     path is all the toy uses.
     """
 
-    def __init__(self, channels: int = 4, hidden: int = 16) -> None:
+    def __init__(self, channels: int = 4, hidden: int = 16, delay: float = 0.0) -> None:
         super().__init__()
+        self.delay = delay  # seconds slept per call: a cost that candidates can lower, by construction
         self.conv = nn.Conv3d(channels, hidden, 3, padding=1)
         self.mlp = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, channels))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(self.delay)
         h = torch.relu(self.conv(x)).permute(0, 2, 3, 4, 1)  # channels last for the MLP
         return torch.tanh(self.mlp(h).permute(0, 4, 1, 2, 3) + x)
 
 
 def load_model(device: str | torch.device = "cpu") -> Toy:
     torch.manual_seed(0)  # seeded weights: the same model in every process
-    return Toy().to(device).eval().requires_grad_(False)
+    # TOY_DELAY_S makes the frozen model slow, so keep/revert tests never hang on CPU noise
+    return Toy(delay=float(os.environ.get("TOY_DELAY_S", "0"))).to(device).eval().requires_grad_(False)
 
 
 def weights_kind() -> str:
