@@ -45,8 +45,27 @@ def tool(project: Path, name: str, tool_input: dict, **extra) -> dict:
             "tool_use_id": "toolu_01ABCDEF", **extra}
 
 
-def stop(project: Path, active: bool = False, session: str | None = None, event: str = "Stop") -> dict:
-    return {**base(project, event, session), "stop_hook_active": active}
+def stop(project: Path, active: bool = False, session: str | None = None, event: str = "Stop", **extra) -> dict:
+    """A Stop payload as Claude Code 2.1.330 sends it (background_tasks, last_assistant_message...)."""
+    return {**base(project, event, session), "stop_hook_active": active, "last_assistant_message": "Done.",
+            "background_tasks": [], "session_crons": [], **extra}
+
+
+def subagent_stop(project: Path, agent_type: str, agent_id: str, active: bool = False,
+                  session: str | None = None) -> dict:
+    """A SubagentStop payload: the parent's session_id plus the subagent's own id and type."""
+    return stop(project, active, session, "SubagentStop", agent_id=agent_id, agent_type=agent_type,
+                agent_transcript_path=f"/home/u/.claude/projects/x/subagents/agent-{agent_id}.jsonl")
+
+
+def background_task(status: str = "running", agent_type: str | None = "model-optimizer", command: str | None = None):
+    """One entry of the Stop payload's background_tasks, as the real CLI lists it."""
+    task = {"id": "a1b2c3", "type": "subagent" if agent_type else "shell", "status": status, "description": "work"}
+    if agent_type:
+        task["agent_type"] = agent_type
+    if command:
+        task["command"] = command
+    return task
 
 
 @pytest.fixture
@@ -279,7 +298,53 @@ def test_stop_blocked_after_a_red_experiment(project, status):
 
 def test_subagent_stop_uses_the_same_gate(project):
     write_rows(project, ("e001", "baseline", "00" * 32))
-    d = decision(run_hook("stop_gate.py", stop(project, event="SubagentStop"), project))
+    d = decision(run_hook("stop_gate.py", subagent_stop(project, "model-optimizer", "agent-1"), project))
+    assert d["decision"] == "block"
+
+
+@pytest.mark.parametrize("agent_type", ["Explore", "general-purpose", "Plan"])
+def test_subagent_stop_lets_other_subagents_go(project, agent_type):
+    """Only the model-optimizer edits the candidate; a read-only helper must not be told to record it."""
+    write_rows(project, ("e001", "baseline", "00" * 32))  # optimize.py unrecorded
+    assert decision(run_hook("stop_gate.py", subagent_stop(project, agent_type, "agent-2"), project)) == {}
+
+
+def test_block_counter_is_kept_per_agent(project):
+    """Subagents send the main session_id: their stops must neither reset nor share the main count."""
+    write_rows(project, ("e001", "baseline", "00" * 32))  # optimize.py never matches
+    session = f"test-{uuid.uuid4()}"
+    env = {"AUTO_OPTIM_STOP_MAX_BLOCKS": "2"}
+
+    def main_stop(active):
+        return decision(run_hook("stop_gate.py", stop(project, active, session), project, env=env))
+
+    def sub_stop(active):
+        return decision(run_hook("stop_gate.py", subagent_stop(project, "model-optimizer", "agent-7", active, session),
+                                 project, env=env))
+
+    assert main_stop(False)["decision"] == "block"
+    assert main_stop(True)["decision"] == "block"
+    assert sub_stop(False)["decision"] == "block"  # the subagent's first stop starts its own count...
+    assert "systemMessage" in main_stop(True)  # ...and leaves the main one at 2: the main agent is let go
+    assert sub_stop(True)["decision"] == "block"  # the subagent's second block in a row
+    assert "systemMessage" in sub_stop(True)  # then it is let go too, not blocked on and on
+
+
+def test_main_stop_passes_while_the_optimizer_subagent_runs(project):
+    """The subagent owns the unrecorded edit: the main agent must not record or check it out now."""
+    write_rows(project, ("e001", "baseline", "00" * 32))  # optimize.py unrecorded
+    busy = stop(project, background_tasks=[background_task("running")])
+    assert decision(run_hook("stop_gate.py", busy, project)) == {}
+    experiment = stop(project, background_tasks=[background_task(
+        "running", None, 'python harness/run_experiment.py --desc "bf16"')])
+    assert decision(run_hook("stop_gate.py", experiment, project)) == {}
+
+
+@pytest.mark.parametrize("task", [background_task("completed"), background_task("running", "Explore"),
+                                  background_task("running", None, "sleep 100")])
+def test_main_stop_still_gated_by_other_background_work(project, task):
+    write_rows(project, ("e001", "baseline", "00" * 32))
+    d = decision(run_hook("stop_gate.py", stop(project, background_tasks=[task]), project))
     assert d["decision"] == "block"
 
 

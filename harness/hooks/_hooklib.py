@@ -4,8 +4,10 @@ Standard library only (no torch): a hook runs on every tool call and must answer
 
 Claude Code runs a command hook with one JSON object on stdin. The fields used here (see
 https://code.claude.com/docs/en/hooks, "Hook input"): session_id, transcript_path, cwd,
-hook_event_name, and per event tool_name / tool_input (PreToolUse) or stop_hook_active
-(Stop, SubagentStop). It sets CLAUDE_PROJECT_DIR to the project root in the hook's environment.
+hook_event_name, and per event tool_name / tool_input (PreToolUse) or stop_hook_active and
+background_tasks (Stop, SubagentStop). A subagent's payloads carry its parent's session_id plus its
+own agent_id and agent_type (checked with Claude Code 2.1.330). It sets CLAUDE_PROJECT_DIR to the
+project root in the hook's environment.
 """
 
 from __future__ import annotations
