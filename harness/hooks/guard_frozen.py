@@ -5,7 +5,7 @@ Frozen (relative to the project root): harness/, model/, goals.json, assets/, re
 leaderboard.md, .claude/. The harness scripts themselves still write results.tsv, leaderboard.md
 and profiles when the agent runs them (`python harness/run_experiment.py ...` is allowed); what is
 refused is the agent changing those files with its own tools:
-  - Edit / Write / MultiEdit (tool_input.file_path) and NotebookEdit (tool_input.notebook_path)
+  - Edit / Write (tool_input.file_path) and NotebookEdit (tool_input.notebook_path)
     on a frozen path, symlinks resolved;
   - Bash commands that would modify one: redirections (>, >>, &>), tee, rm/mv/cp/ln/install/
     touch/truncate/chmod/mkdir/dd of=, sed -i, perl -i, awk -i inplace, editors, find -delete /
@@ -37,7 +37,8 @@ from _hooklib import FROZEN, candidate_name, project_root, read_payload, unfroze
 
 OPTIMIZER_AGENT = "model-optimizer"
 
-EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+# The file tools of Claude Code 2.1.330 (MultiEdit is gone; Grep and Glob are not tools in native builds).
+EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
 SEPARATORS = {";", "&&", "||", "|", "&", "|&", ";;", "(", ")", "\n"}
 REDIRECT_OUT = {">", ">>", ">|", "&>", "&>>", "<>"}
 REDIRECT_OTHER = {"<", "<<", "<<<", "<&", "<<-"}
