@@ -4,8 +4,8 @@ The test plays the agent in a temporary git copy of the repository and calls the
 Claude Code would (JSON on stdin, CLAUDE_PROJECT_DIR set), in the order of one loop turn:
   1. edit optimize.py (the Edit tool is allowed there)
   2. try to end the turn  -> the Stop hook blocks and names the command to run
-  3. try to edit harness/verify.py -> the PreToolUse hook blocks
-  4. run `python harness/run_experiment.py --desc ...` for real (tiny preset, CPU)
+  3. try to change harness/verify.py from an unsandboxed shell -> the PreToolUse hook blocks
+  4. run `python harness/run_experiment.py --desc ...` for real, as an unsandboxed Bash call (tiny, CPU)
   5. try to end the turn again -> allowed
 It takes about a minute on 2 CPU cores (one experiment = a verify and a bench process, each
 loading the VAE).
@@ -50,7 +50,7 @@ def agent_repo(tmp_path_factory) -> tuple[Path, dict]:
     if shipped.returncode == 0:
         (root / "optimize.py").write_bytes(shipped.stdout)
     (root / "assets").mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("AUTO_OPTIM_UNFREEZE",)}
+    env = dict(os.environ)
     env.update(AUTO_OPTIM_GOALS=str(root / "goals.json"), CLAUDE_PROJECT_DIR=str(root), PYTHONDONTWRITEBYTECODE="1",
                GIT_AUTHOR_NAME="dry run", GIT_AUTHOR_EMAIL="dry@run", GIT_COMMITTER_NAME="dry run",
                GIT_COMMITTER_EMAIL="dry@run", CUDA_VISIBLE_DEVICES="")
@@ -107,19 +107,17 @@ def test_one_loop_turn_as_the_agent(agent_repo):
     assert r.returncode == 0 and d["decision"] == "block"
     assert "python harness/run_experiment.py --desc" in d["reason"]
 
-    # 3. it tries to loosen the evaluator instead: blocked, by the edit tool and by the shell
-    verify = root / "harness" / "verify.py"
-    for tool_name, tin in (("Edit", {"file_path": str(verify), "old_string": "a", "new_string": "b"}),
-                           ("Write", {"file_path": str(verify), "content": "print('pass')\n"}),
-                           ("Bash", {"command": "sed -i 's/passed/True/' harness/verify.py"})):
-        r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name=tool_name, tool_input=tin,
-                                            tool_use_id="toolu_2"), root, env)
-        assert r.returncode == 2 and "frozen" in r.stderr, (tool_name, r.stderr)
+    # 3. it tries to loosen the evaluator from outside the sandbox instead: blocked (inside it, the
+    #    deny rules and bubblewrap refuse the write: tests/test_claude_code_e2e.py)
+    tin = {"command": "sed -i 's/passed/True/' harness/verify.py", "dangerouslyDisableSandbox": True}
+    r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input=tin,
+                                        tool_use_id="toolu_2"), root, env)
+    assert r.returncode == 2 and "frozen" in r.stderr, r.stderr
 
-    # 4. it runs the experiment for real (the guard allows the command first)
+    # 4. it runs the experiment for real, outside the sandbox (the guard allows the plain command first)
     cmd = 'python harness/run_experiment.py --desc "dry run: annotate info" --preset tiny --device cpu --no-profile'
-    r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input={"command": cmd},
-                                        tool_use_id="toolu_3"), root, env)
+    r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input={
+        "command": cmd, "dangerouslyDisableSandbox": True}, tool_use_id="toolu_3"), root, env)
     assert r.returncode == 0, r.stderr
     r = sh([sys.executable, "harness/run_experiment.py", "--desc", "dry run: annotate info", "--preset", "tiny",
             "--device", "cpu", "--no-profile"], root, env)

@@ -28,7 +28,7 @@ COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s
 
 
 def run_hook(name: str, payload: dict, project: Path, *args: str, env: dict | None = None):
-    e = {k: v for k, v in os.environ.items() if k not in ("AUTO_OPTIM_UNFREEZE", "AUTO_OPTIM_GOALS")}
+    e = {k: v for k, v in os.environ.items() if k != "AUTO_OPTIM_GOALS"}
     e["CLAUDE_PROJECT_DIR"] = str(project)
     e.update(env or {})
     return subprocess.run([sys.executable, str(HOOKS / name), *args], input=json.dumps(payload),
@@ -97,45 +97,7 @@ def write_rows(project: Path, *rows: tuple[str, str, str]) -> None:
     (project / "results.tsv").write_text("\n".join(lines) + "\n")
 
 
-# ---------------------------------------------------------------- guard_frozen: edit tools
-
-@pytest.mark.parametrize("tool_name,key,rel", [
-    ("Edit", "file_path", "harness/verify.py"),
-    ("Write", "file_path", "harness/new_helper.py"),
-    ("Edit", "file_path", "model/vae.py"),
-    ("Write", "file_path", "goals.json"),
-    ("Write", "file_path", "assets/reference_full.pt"),
-    ("Edit", "file_path", "results.tsv"),
-    ("Edit", "file_path", "leaderboard.md"),
-    ("Write", "file_path", ".claude/settings.json"),
-    ("NotebookEdit", "notebook_path", "harness/notes.ipynb"),
-])
-def test_edit_tools_on_frozen_paths_are_blocked(project, tool_name, key, rel):
-    tin = {key: str(project / rel), "old_string": "a", "new_string": "b", "content": "x", "new_source": "x"}
-    r = run_hook("guard_frozen.py", tool(project, tool_name, tin), project)
-    assert r.returncode == 2, r.stderr
-    assert "frozen" in r.stderr and rel.split("/")[0] in r.stderr
-    assert "optimize.py" in r.stderr  # says what is allowed instead
-
-
-@pytest.mark.parametrize("rel", ["optimize.py", "PROGRESS.md", "/tmp/scratch.py", "profiles/notes.md"])
-def test_edit_tools_elsewhere_are_allowed(project, rel):
-    path = rel if rel.startswith("/") else str(project / rel)
-    r = run_hook("guard_frozen.py", tool(project, "Edit", {"file_path": path, "old_string": "a", "new_string": "b"}),
-                 project)
-    assert r.returncode == 0, r.stderr
-    assert r.stderr == ""
-
-
-def test_relative_path_and_symlink_into_frozen_are_blocked(project):
-    r = run_hook("guard_frozen.py", tool(project, "Write", {"file_path": "model/x.py", "content": ""}), project)
-    assert r.returncode == 2
-    link = project / "innocent.py"
-    link.symlink_to(project / "harness" / "verify.py")
-    r = run_hook("guard_frozen.py", tool(project, "Edit", {"file_path": str(link), "old_string": "a",
-                                                           "new_string": "b"}), project)
-    assert r.returncode == 2 and "harness" in r.stderr
-
+# ---------------------------------------------------------------- guard_frozen: the subagent's edits
 
 def test_optimizer_subagent_may_edit_only_the_candidate(project):
     payload = tool(project, "Edit", {"file_path": str(project / "PROGRESS.md"), "old_string": "a", "new_string": "b"},
@@ -150,99 +112,106 @@ def test_optimizer_subagent_may_edit_only_the_candidate(project):
     assert r.returncode == 2
 
 
-def test_unfreeze_env_lets_a_person_retarget(project):
-    r = run_hook("guard_frozen.py", tool(project, "Edit", {"file_path": str(project / "goals.json"),
-                                                           "old_string": "a", "new_string": "b"}),
-                 project, env={"AUTO_OPTIM_UNFREEZE": "1"})
-    assert r.returncode == 0
+def test_main_agent_edits_are_left_to_the_deny_rules(project):
+    """Frozen paths are refused by settings.json's deny rules (tests/test_claude_code_e2e.py), not here."""
+    r = run_hook("guard_frozen.py", tool(project, "Edit", {"file_path": str(project / "PROGRESS.md"),
+                                                           "old_string": "a", "new_string": "b"}), project)
+    assert r.returncode == 0 and r.stderr == ""
 
 
-# ---------------------------------------------------------------- guard_frozen: Bash
+# ---------------------------------------------------------------- guard_frozen: the way out of the sandbox
 
-BLOCKED_COMMANDS = [
-    "echo '# hacked' > harness/verify.py",
-    "printf x >> results.tsv",
-    "python harness/bench.py &> leaderboard.md",
-    "cat /tmp/x | tee harness/verify.py",
-    "tee -a results.tsv < /tmp/row.tsv",
-    "sed -i 's/min_psnr_db/x/' goals.json",
-    "sed -Ei.bak 's/a/b/' model/vae.py",
-    "perl -pi -e 's/45.0/20.0/' goals.json",
-    "rm harness/verify.py",
-    "rm -rf assets",
-    "rm -rf *",
-    "cd harness && rm -f verify.py",
-    "mv model/vae.py /tmp/",
-    "cp /tmp/verify.py harness/verify.py",
-    "cp -t harness /tmp/verify.py",
-    "ln -sf /tmp/v.py harness/verify.py",
-    "truncate -s 0 results.tsv",
-    "touch model/new.py",
-    "chmod -R u+w .claude",
-    "dd if=/dev/zero of=assets/reference_full.pt bs=1 count=1",
-    "find . -name '*.tsv' -delete",
-    "git checkout -- harness/verify.py",
-    "git checkout HEAD~3 -- goals.json",
-    "git checkout .",
-    "git restore model/",
-    "git reset --hard HEAD",
-    "git reset HEAD~1",
-    "git stash",
-    "git clean -fdx",
-    "git commit -am 'sneak'",
-    "git checkout some-branch",
-    "git apply /tmp/fix.diff",
-    "patch -p1 < /tmp/fix.diff",
-    "python -c \"open('goals.json', 'w').write('{}')\"",
-    "python3 -c 'from pathlib import Path; Path(\"harness/verify.py\").write_text(\"\")'",
-    "python -c \"import os; os.remove('results.tsv')\"",
-    "python - <<'EOF'\nimport shutil\nshutil.rmtree('model')\nEOF",
-    "bash -c 'echo x > goals.json'",
-    "sh -c \"rm model/vae.py\"",
-    "eval 'rm harness/verify.py'",
-    "ls harness | xargs rm",
-    "echo ok; echo x > leaderboard.md",
-    "true && (cd model && rm vae.py)",
-    "python harness/run_experiment.py --rebaseline",
-    "vim harness/verify.py",
-]
+def bash(project: Path, command: str, unsandboxed: bool = True, cwd: Path | None = None) -> dict:
+    payload = tool(project, "Bash", {"command": command, "description": "x", "dangerouslyDisableSandbox": unsandboxed})
+    payload["cwd"] = str(cwd or project)
+    return payload
 
 
-@pytest.mark.parametrize("command", BLOCKED_COMMANDS)
-def test_bash_commands_that_modify_frozen_files_are_blocked(project, command):
-    r = run_hook("guard_frozen.py", tool(project, "Bash", {"command": command, "description": "x"}), project)
-    assert r.returncode == 2, f"not blocked: {command}"
-    assert r.stderr.startswith("guard_frozen: blocked.")
-
-
-ALLOWED_COMMANDS = [
-    "cat harness/verify.py",
-    "grep -n gate goals.json",
-    "sed -n '1,40p' harness/run_experiment.py",
-    "head -5 results.tsv; tail -n 20 results.tsv",
-    "python harness/run_experiment.py --desc 'bf16 weights + channels_last_3d' 2>&1 | tail -20",
-    "python harness/verify.py --preset tiny > /tmp/verify.txt 2>&1",
+UNSANDBOXED_ALLOWED = [
+    'python harness/run_experiment.py --desc "bf16 weights (channels_last) & fused bias"',
+    "python3 harness/verify.py --preset tiny --candidate /tmp/try.py",
     "python harness/bench.py --baseline",
-    "python harness/profile.py --out /tmp/p.md",
-    "python -c \"import json; print(json.load(open('goals.json'))['gate'])\"",
-    "git status && git log --oneline -15 && git diff optimize.py",
-    "git show HEAD:optimize.py > /tmp/best.py",
-    "git checkout -- optimize.py",
-    "cp /tmp/best.py optimize.py",
-    "cp harness/verify.py /tmp/read_me.py",
-    "echo 'tried X: no gain' >> PROGRESS.md",
-    "sed -i 's/float32/bfloat16/' optimize.py",
-    "rm -rf /tmp/scratch",
-    "ls -la .claude assets profiles",
+    "python harness/profile.py --out profiles/e012.md",
     "nvidia-smi",
-    "TORCH_LOGS=graph_breaks python harness/bench.py 2>&1 | grep -i break",
+    "nvidia-smi --query-gpu=name,clocks.sm --format=csv",
 ]
 
 
-@pytest.mark.parametrize("command", ALLOWED_COMMANDS)
-def test_reads_and_harness_runs_are_allowed(project, command):
-    r = run_hook("guard_frozen.py", tool(project, "Bash", {"command": command}), project)
-    assert r.returncode == 0, f"blocked: {command}: {r.stderr}"
+@pytest.mark.parametrize("command", UNSANDBOXED_ALLOWED)
+def test_plain_harness_commands_may_leave_the_sandbox(project, command):
+    r = run_hook("guard_frozen.py", bash(project, command), project)
+    assert r.returncode == 0, r.stderr
+
+
+UNSANDBOXED_REFUSED = [
+    "echo x > goals.json",
+    "rm -rf harness",
+    "python -c \"open('goals.json', 'w')\"",
+    "bash -c 'python harness/run_experiment.py --desc x'",
+    "python harness/run_experiment.py --desc x; echo x > goals.json",
+    "python harness/run_experiment.py --desc x && rm results.tsv",
+    "python harness/run_experiment.py --desc x | tee results.tsv",
+    "python harness/run_experiment.py --desc x > leaderboard.md",
+    "python harness/run_experiment.py --desc x &",
+    'python harness/run_experiment.py --desc "$(rm -rf model)"',
+    "python harness/run_experiment.py --desc `rm -rf model`",
+    "python harness/run_experiment.py --desc x\nrm -rf model",
+    "AUTO_OPTIM_GOALS=/tmp/goals.json python harness/run_experiment.py --desc x",
+    "python /tmp/harness/run_experiment.py --desc x",
+    "python harness/../optimize.py",
+    "python harness/make_reference.py",
+    "python harness/run_experiment.py --rebaseline --desc x",
+    "python harness/run_experiment.py --rebase --desc x",
+    "nvidia-smi -pm 1",
+    "nvidia-smi -lgc 1980",
+]
+
+
+@pytest.mark.parametrize("command", UNSANDBOXED_REFUSED)
+def test_anything_else_stays_in_the_sandbox(project, command):
+    r = run_hook("guard_frozen.py", bash(project, command), project)
+    assert r.returncode == 2, f"let out of the sandbox: {command}"
+    assert r.stderr.startswith("guard_frozen: blocked.")
+    assert "dangerouslyDisableSandbox: true" in r.stderr  # says how to run the harness instead
+
+
+def test_harness_leaves_the_sandbox_only_from_the_project_root(project):
+    (project / "sub" / "harness").mkdir(parents=True)  # an agent-written look-alike harness
+    r = run_hook("guard_frozen.py", bash(project, "python harness/run_experiment.py --desc x", cwd=project / "sub"),
+                 project)
+    assert r.returncode == 2 and "project root" in r.stderr
+
+
+@pytest.mark.parametrize("planted", ["torch.py", "json.pyc", "numpy/__init__.py", "evil.pth"])
+def test_harness_refused_while_a_planted_module_sits_at_the_root(project, planted):
+    """harness/_common puts the root first on sys.path: a planted torch.py would run unsandboxed."""
+    (project / planted).parent.mkdir(parents=True, exist_ok=True)
+    (project / planted).write_text("raise SystemExit('planted')\n")
+    r = run_hook("guard_frozen.py", bash(project, "python harness/run_experiment.py --desc x"), project)
+    assert r.returncode == 2 and planted.split("/")[0] in r.stderr
+
+
+def test_tracked_packages_at_the_root_are_not_planted(project):
+    (project / "model" / "__init__.py").write_text("")
+    def git(*a):
+        subprocess.run(["git", "-C", str(project), *a], check=True, capture_output=True)
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")
+    r = run_hook("guard_frozen.py", bash(project, "python harness/run_experiment.py --desc x"), project)
+    assert r.returncode == 0, r.stderr
+
+
+def test_harness_inside_the_sandbox_is_told_how_to_run(project):
+    r = run_hook("guard_frozen.py", bash(project, "python harness/run_experiment.py --desc x", unsandboxed=False),
+                 project)
+    assert r.returncode == 2 and "cannot reach the GPU" in r.stderr and "dangerouslyDisableSandbox" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["echo x > goals.json", "sed -i s/a/b/ model/vae.py", "cat harness/verify.py"])
+def test_sandboxed_commands_are_left_to_the_sandbox(project, command):
+    """The OS refuses sandboxed writes to frozen paths (e2e test); the hook does not parse them."""
+    assert run_hook("guard_frozen.py", bash(project, command, unsandboxed=False), project).returncode == 0
 
 
 def test_other_tools_pass(project):
@@ -273,7 +242,7 @@ def test_stop_blocked_while_candidate_is_unrecorded(project):
     d = decision(run_hook("stop_gate.py", stop(project), project))
     assert d["decision"] == "block"
     assert "python harness/run_experiment.py --desc" in d["reason"]
-    assert "e001" in d["reason"] and "git checkout -- optimize.py" in d["reason"]
+    assert "e001" in d["reason"] and "git show HEAD:optimize.py > optimize.py" in d["reason"]
 
 
 def test_short_recorded_sha_prefix_counts(project):
@@ -374,6 +343,22 @@ def test_settings_json_wires_the_hooks():
     tools = next(line for line in front.splitlines() if line.startswith("tools:"))
     assert "Write" not in tools and "NotebookEdit" not in tools
     assert (REPO / "CLAUDE.md").is_symlink() and os.readlink(REPO / "CLAUDE.md") == "AGENTS.md"
+
+
+def test_settings_json_denies_every_frozen_path_and_requires_the_sandbox():
+    """Deny rules refuse the file tools and, with the sandbox on, every shell write (bubblewrap)."""
+    sys.path.insert(0, str(HOOKS))
+    from _hooklib import FROZEN
+    s = json.loads((REPO / ".claude" / "settings.json").read_text())
+    deny = set(s["permissions"]["deny"])
+    for name in (*FROZEN, ".git"):
+        assert {f"Edit(/{name})", f"Edit(/{name}/**)"} & deny, name
+    sandbox = s["sandbox"]
+    assert sandbox["enabled"] is True and sandbox["failIfUnavailable"] is True  # no silent unsandboxed start
+    # the harness leaves the sandbox by dangerouslyDisableSandbox, approved by these allow rules only
+    assert sandbox["allowUnsandboxedCommands"] is True and "excludedCommands" not in sandbox
+    assert {r for r in s["permissions"]["allow"] if r.startswith("Bash(")} == {
+        f"Bash(python harness/{x}.py:*)" for x in ("run_experiment", "verify", "bench", "profile")} | {"Bash(nvidia-smi:*)"}
 
 
 # The tools Claude Code 2.1.330 offers (the native Linux build, read from its API requests): a

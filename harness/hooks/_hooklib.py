@@ -21,11 +21,8 @@ from typing import Any
 
 # Paths (relative to the project root) that only a person may change. harness/, model/ and
 # goals.json are what run_experiment hashes; the rest are the record and the agent's own rules.
+# .claude/settings.json denies the agent writes to each (and to .git/), file tools and shell alike.
 FROZEN = ("harness", "model", "goals.json", "assets", "results.tsv", "leaderboard.md", ".claude")
-
-# A person who really means to change frozen files (retargeting, fixing the harness) starts
-# Claude Code with this set; the agent cannot set it for the hook from inside its own shell.
-UNFREEZE_ENV = "AUTO_OPTIM_UNFREEZE"
 
 
 def read_payload() -> dict[str, Any]:
@@ -65,7 +62,3 @@ def candidate_name(root: Path) -> str:
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def unfrozen() -> bool:
-    return os.environ.get(UNFREEZE_ENV, "") not in ("", "0")

@@ -45,7 +45,10 @@ OPTIMIZER_AGENT = "model-optimizer"
 RED = ("gate_fail", "crash", "timeout")
 IN_FLIGHT = ("running", "pending")
 KEEPERS = ("baseline", "keep")
-RUN = 'python harness/run_experiment.py --desc "<one line: what you changed and why>"'
+RUN = ('python harness/run_experiment.py --desc "<one line: what you changed and why>" '
+       "(one plain Bash command with dangerouslyDisableSandbox: true)")
+# .git is read-only to the agent's shell (only run_experiment commits), so restore by reading git.
+RESTORE = "git show HEAD:{name} > {name}"
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
@@ -70,12 +73,12 @@ def problem(root: Path) -> str | None:
         if committed_differs(root, name):
             return (f"{name} differs from its committed version and no experiment is recorded yet. "
                     f"Record it (the first experiment becomes the baseline): {RUN} "
-                    f"-- or drop the change with `git checkout -- {name}`.")
+                    f"-- or drop the change with `{RESTORE.format(name=name)}`.")
         return None
     last = rows[-1]
     exp, status = last.get("exp", "?"), (last.get("status") or "").strip()
     if not cand.is_file():
-        return (f"{name} is missing. Restore the last kept version (git checkout -- {name}), "
+        return (f"{name} is missing. Restore the last kept version ({RESTORE.format(name=name)}), "
                 f"then run: {RUN}")
     current = sha256_file(cand)
     same = [r for r in rows if r.get("preset") == last.get("preset")] or rows
@@ -85,7 +88,7 @@ def problem(root: Path) -> str | None:
     if not recorded:
         return (f"{name} has changed since the last recorded experiment {exp} (its sha256 {current[:12]} "
                 f"is not in results.tsv), so this change is unmeasured. Record it now: {RUN} "
-                f"-- or, to drop the change, restore the last kept version with `git checkout -- {name}`. "
+                f"-- or, to drop the change, restore the last kept version with `{RESTORE.format(name=name)}`. "
                 "Then continue the loop in program.md.")
     if status in RED:
         desc = (last.get("desc") or "").strip()
