@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -108,6 +109,24 @@ def assert_frozen_untouched(scratch: dict) -> None:
 
 def test_pinned_version():
     assert cli_version(CLI) == PINNED
+
+
+def test_refuses_to_start_without_bubblewrap(scratch, tmp_path):
+    """failIfUnavailable: no silent fallback to running the agent's commands unconfined."""
+    bin_dir = tmp_path / "bin"  # every command on PATH but bwrap (Debian's /bin is /usr/bin)
+    bin_dir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        for exe in (Path(d).iterdir() if Path(d).is_dir() else []):
+            if exe.name != "bwrap" and not (bin_dir / exe.name).exists():
+                (bin_dir / exe.name).symlink_to(exe)
+    env = {**scratch["env"], "PATH": str(bin_dir)}
+    server = ModelServer([]).start()
+    try:
+        proc, _ = run_claude(CLI, scratch["root"], scratch["home"], server, "hello", env, timeout=120)
+    finally:
+        server.stop()
+    assert proc.returncode != 0 and "Refusing to start without a working sandbox" in proc.stderr, proc.stderr
+    assert server.requests("other") == []  # not one model call
 
 
 def test_main_agent_loop(scratch):
