@@ -32,9 +32,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hooklib import candidate_name, project_root, read_payload  # noqa: E402
+from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload  # noqa: E402
 
-OPTIMIZER_AGENT = "model-optimizer"
 # The file tools of Claude Code 2.1.330 (MultiEdit is gone; Grep and Glob are not tools in native builds).
 EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
 HARNESS_SCRIPTS = {"run_experiment.py", "verify.py", "bench.py", "profile.py"}

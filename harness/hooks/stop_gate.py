@@ -39,9 +39,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hooklib import candidate_name, project_root, read_payload, sha256_file  # noqa: E402
+from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload, sha256_file  # noqa: E402
 
-OPTIMIZER_AGENT = "model-optimizer"
 RED = ("gate_fail", "crash", "timeout")
 IN_FLIGHT = ("running", "pending")
 KEEPERS = ("baseline", "keep")
