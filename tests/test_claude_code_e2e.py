@@ -185,7 +185,7 @@ def test_subagent_confined_and_background_work_not_blocked(scratch):
     root = scratch["root"]
     opt, progress = str(root / "optimize.py"), str(root / "PROGRESS.md")
     observed = scratch["observed"] / "subagent_stops"
-    progress_sha = sha(root / "PROGRESS.md")
+    progress_sha, start_sha = sha(root / "PROGRESS.md"), sha(root / "optimize.py")
     sub = [
         call("Read", file_path=opt),                                                             # 0
         call("Edit", file_path=opt, old_string="def build_decoder",
@@ -195,7 +195,7 @@ def test_subagent_confined_and_background_work_not_blocked(scratch):
         bash("echo hi > goals.json"),                                                            # 4
         bash("echo hi > harness/verify.py", unsandboxed=True),                                   # 5
         # only once the main agent's Stop hooks have run: undo the idea, so its own stop is clean
-        {"wait_file": str(observed / "Stop.seen"), "delay_s": 3, "blocks": call(
+        {"wait_file": str(observed / "Stop.seen"), "delay_s": 5, "blocks": call(
             "Edit", file_path=opt, old_string="# subagent: trying an idea\ndef build_decoder",
             new_string="def build_decoder")},                                                    # 6
         say("Idea abandoned: no change left."),                                                  # 7
@@ -226,6 +226,7 @@ def test_subagent_confined_and_background_work_not_blocked(scratch):
     first_main_stop = next(s for s in stops if s["hook_event_name"] == "Stop")
     assert any(t.get("agent_type") == "model-optimizer" and t.get("status") == "running"
                for t in first_main_stop["background_tasks"]), first_main_stop
+    assert first_main_stop["observed_candidate_sha"] != start_sha  # the subagent's edit was unrecorded then
     for request in server.requests("main"):
         assert GATE_SAYS not in last_user_text(request), last_user_text(request)[-1500:]
     assert any(s["hook_event_name"] == "SubagentStop" and s.get("agent_type") == "Explore" for s in stops)

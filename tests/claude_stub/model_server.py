@@ -14,8 +14,7 @@ blocks ends with stop_reason tool_use, else end_turn. A turn may be {"blocks": [
 until the file exists) and "delay_s", each within WAIT_S, to order work that the CLI runs
 concurrently (a background subagent against its parent's Stop).
 
-Usage: server = ModelServer(lanes); server.start(); ... server.base_url ... server.stop()
-       python tests/claude_stub/model_server.py SCRIPT.json   (serves until interrupted)
+Usage: server = ModelServer(lanes).start(); ... server.base_url ... server.requests("main") ... server.stop()
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import sys
 import threading
 import time
 from typing import Any
@@ -212,19 +210,3 @@ class ModelServer:
         if self._httpd:
             self._httpd.shutdown()
             self._httpd.server_close()
-
-
-def main() -> int:
-    script = json.loads(open(sys.argv[1]).read())
-    server = ModelServer(script["lanes"]).start(int(script.get("port", 0)))
-    print(server.base_url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
