@@ -4,8 +4,8 @@ The test plays the agent in a temporary git copy of the repository and calls the
 Claude Code would (JSON on stdin, CLAUDE_PROJECT_DIR set), in the order of one loop turn:
   1. edit optimize.py (the Edit tool is allowed there)
   2. try to end the turn  -> the Stop hook blocks and names the command to run
-  3. try to edit harness/verify.py -> the PreToolUse hook blocks
-  4. run `python harness/run_experiment.py --desc ...` for real (tiny preset, CPU)
+  3. try to change harness/verify.py from an unsandboxed shell -> the PreToolUse hook blocks
+  4. run `python harness/run_experiment.py --desc ...` for real, as an unsandboxed Bash call (tiny, CPU)
   5. try to end the turn again -> allowed
 It takes about a minute on 2 CPU cores (one experiment = a verify and a bench process, each
 loading the VAE).
@@ -14,8 +14,6 @@ loading the VAE).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -24,7 +22,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-COPY = ["goals.json", "optimize.py", "harness", "model", ".claude", "AGENTS.md", "program.md", ".gitignore"]
+sys.path.insert(0, str(REPO / "tests" / "claude_stub"))
+from scratch_repo import make_scratch_repo  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (REPO / "harness" / "run_experiment.py").is_file(),
                                 reason="harness/run_experiment.py not present")
@@ -38,43 +37,7 @@ def sh(cmd: list[str], cwd: Path, env: dict, timeout: float = 600) -> subprocess
 def agent_repo(tmp_path_factory) -> tuple[Path, dict]:
     """A fresh git checkout of the project with tiny assets made, nothing recorded yet."""
     root = tmp_path_factory.mktemp("dry_run") / "repo"
-    root.mkdir()
-    for name in COPY:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        elif src.exists():
-            shutil.copy2(src, root / name)
-    # the shipped fp32 baseline candidate (as committed), so the run is the same whatever is being tried
-    shipped = subprocess.run(["git", "-C", str(REPO), "show", "HEAD:optimize.py"], capture_output=True)
-    if shipped.returncode == 0:
-        (root / "optimize.py").write_bytes(shipped.stdout)
-    (root / "assets").mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("AUTO_OPTIM_UNFREEZE",)}
-    env.update(AUTO_OPTIM_GOALS=str(root / "goals.json"), CLAUDE_PROJECT_DIR=str(root), PYTHONDONTWRITEBYTECODE="1",
-               GIT_AUTHOR_NAME="dry run", GIT_AUTHOR_EMAIL="dry@run", GIT_COMMITTER_NAME="dry run",
-               GIT_COMMITTER_EMAIL="dry@run", CUDA_VISIBLE_DEVICES="")
-    # the seeded tiny input in the asset format, then the strict-fp32 reference with the real tool
-    make_input = (
-        "import json, torch, sys; sys.path.insert(0, '.');"
-        "from harness import _common as C; g = C.load_goals(); a = C.load_adapter(g);"
-        "shape = g['presets']['tiny']['input_shape']; x = a.make_input(shape, g['input_seed']);"
-        "C.save_tensor_atomic({'input': x, 'meta': {'source': 'seeded', 'seed': g['input_seed'],"
-        " 'sha256': C.sha256_tensor(x), 'shape': list(x.shape), 'preset': 'tiny',"
-        " 'weights_kind': a.weights_kind()}}, C.input_path('tiny'))")
-    if (REPO / "harness" / "make_latent.py").is_file():
-        r = sh([sys.executable, "harness/make_latent.py", "--preset", "tiny"], root, env)
-        if r.returncode != 0:
-            r = sh([sys.executable, "-c", make_input], root, env)
-    else:
-        r = sh([sys.executable, "-c", make_input], root, env)
-    assert r.returncode == 0, r.stderr
-    r = sh([sys.executable, "harness/make_reference.py", "--preset", "tiny", "--device", "cpu"], root, env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "dry run start"]):
-        r = sh(cmd, root, env)
-        assert r.returncode == 0, r.stderr
-    return root, env
+    return root, make_scratch_repo(root)
 
 
 def hook(name: str, payload: dict, root: Path, env: dict) -> subprocess.CompletedProcess:
@@ -107,19 +70,17 @@ def test_one_loop_turn_as_the_agent(agent_repo):
     assert r.returncode == 0 and d["decision"] == "block"
     assert "python harness/run_experiment.py --desc" in d["reason"]
 
-    # 3. it tries to loosen the evaluator instead: blocked, by the edit tool and by the shell
-    verify = root / "harness" / "verify.py"
-    for tool_name, tin in (("Edit", {"file_path": str(verify), "old_string": "a", "new_string": "b"}),
-                           ("Write", {"file_path": str(verify), "content": "print('pass')\n"}),
-                           ("Bash", {"command": "sed -i 's/passed/True/' harness/verify.py"})):
-        r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name=tool_name, tool_input=tin,
-                                            tool_use_id="toolu_2"), root, env)
-        assert r.returncode == 2 and "frozen" in r.stderr, (tool_name, r.stderr)
+    # 3. it tries to loosen the evaluator from outside the sandbox instead: blocked (inside it, the
+    #    deny rules and bubblewrap refuse the write: tests/test_claude_code_e2e.py)
+    tin = {"command": "sed -i 's/passed/True/' harness/verify.py", "dangerouslyDisableSandbox": True}
+    r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input=tin,
+                                        tool_use_id="toolu_2"), root, env)
+    assert r.returncode == 2 and "frozen" in r.stderr, r.stderr
 
-    # 4. it runs the experiment for real (the guard allows the command first)
+    # 4. it runs the experiment for real, outside the sandbox (the guard allows the plain command first)
     cmd = 'python harness/run_experiment.py --desc "dry run: annotate info" --preset tiny --device cpu --no-profile'
-    r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input={"command": cmd},
-                                        tool_use_id="toolu_3"), root, env)
+    r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input={
+        "command": cmd, "dangerouslyDisableSandbox": True}, tool_use_id="toolu_3"), root, env)
     assert r.returncode == 0, r.stderr
     r = sh([sys.executable, "harness/run_experiment.py", "--desc", "dry run: annotate info", "--preset", "tiny",
             "--device", "cpu", "--no-profile"], root, env)

@@ -4,8 +4,10 @@ Standard library only (no torch): a hook runs on every tool call and must answer
 
 Claude Code runs a command hook with one JSON object on stdin. The fields used here (see
 https://code.claude.com/docs/en/hooks, "Hook input"): session_id, transcript_path, cwd,
-hook_event_name, and per event tool_name / tool_input (PreToolUse) or stop_hook_active
-(Stop, SubagentStop). It sets CLAUDE_PROJECT_DIR to the project root in the hook's environment.
+hook_event_name, and per event tool_name / tool_input (PreToolUse) or stop_hook_active and
+background_tasks (Stop, SubagentStop). A subagent's payloads carry its parent's session_id plus its
+own agent_id and agent_type (checked with Claude Code 2.1.330). It sets CLAUDE_PROJECT_DIR to the
+project root in the hook's environment.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from typing import Any
 
 # Paths (relative to the project root) that only a person may change. harness/, model/ and
 # goals.json are what run_experiment hashes; the rest are the record and the agent's own rules.
+# .claude/settings.json denies the agent writes to each (and to .git/), file tools and shell alike.
 FROZEN = ("harness", "model", "goals.json", "assets", "results.tsv", "leaderboard.md", ".claude")
 
-# A person who really means to change frozen files (retargeting, fixing the harness) starts
-# Claude Code with this set; the agent cannot set it for the hook from inside its own shell.
-UNFREEZE_ENV = "AUTO_OPTIM_UNFREEZE"
+# The subagent that runs experiments (.claude/agents/): the one subagent that edits the candidate.
+OPTIMIZER_AGENT = "model-optimizer"
 
 
 def read_payload() -> dict[str, Any]:
@@ -63,7 +65,3 @@ def candidate_name(root: Path) -> str:
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def unfrozen() -> bool:
-    return os.environ.get(UNFREEZE_ENV, "") not in ("", "0")

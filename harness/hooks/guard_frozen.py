@@ -1,313 +1,147 @@
 #!/usr/bin/env python3
-"""PreToolUse hook: the agent may not change the frozen files.
+"""PreToolUse hook: the one way out of Claude Code's sandbox is a plain harness command.
 
-Frozen (relative to the project root): harness/, model/, goals.json, assets/, results.tsv,
-leaderboard.md, .claude/. The harness scripts themselves still write results.tsv, leaderboard.md
-and profiles when the agent runs them (`python harness/run_experiment.py ...` is allowed); what is
-refused is the agent changing those files with its own tools:
-  - Edit / Write / MultiEdit (tool_input.file_path) and NotebookEdit (tool_input.notebook_path)
-    on a frozen path, symlinks resolved;
-  - Bash commands that would modify one: redirections (>, >>, &>), tee, rm/mv/cp/ln/install/
-    touch/truncate/chmod/mkdir/dd of=, sed -i, perl -i, awk -i inplace, editors, find -delete /
-    -exec, patch and git apply, git checkout/restore/reset/clean/stash/commit and other history
-    rewrites, python/perl/node one-liners that write, bash -c / eval strings (checked
-    recursively), and `run_experiment.py --rebaseline` (a person's decision).
-For the model-optimizer subagent (payload agent_type "model-optimizer", or this script run with
---only-candidate from the subagent's own frontmatter hook) the edit tools may touch the candidate
-file (goals.json "candidate", optimize.py) and nothing else.
-Reads (cat, grep, sed -n, git diff/log/show, python harness/*.py) pass. This is a pragmatic pattern
-list, not a sandbox: run_experiment's frozen-hash check is the backstop.
+The frozen files (harness/, model/, goals.json, assets/, results.tsv, leaderboard.md, .claude/, and
+.git/ so that only run_experiment commits) are protected by Claude Code itself, set up in
+.claude/settings.json: permission deny rules `Edit(/harness/**)`... refuse the file tools, and the
+same rules make the Bash sandbox (bubblewrap) mount those paths read-only for every shell command.
+Two things are left to this hook:
+  - Bash calls with `dangerouslyDisableSandbox: true` (the harness must run outside the sandbox:
+    inside, /dev has no GPU and results.tsv is read-only). Allowed only for one plain command at
+    the project root: `python harness/{run_experiment,verify,bench,profile}.py ARGS` (no
+    `--rebaseline`: a person's decision) or a read-only `nvidia-smi`; no operators, redirections,
+    `$`, backticks or newlines that would run something else unsandboxed; and only while nothing
+    the sandboxed agent wrote at the root can be imported by the harness in place of a real module
+    (harness/_common puts the root first on sys.path, so a planted torch.py would run unsandboxed).
+    A harness command asked for inside the sandbox is refused with the way to run it.
+  - Edit / Write / NotebookEdit by the model-optimizer subagent (payload agent_type
+    "model-optimizer", or this script run with --only-candidate from the subagent's frontmatter):
+    the candidate file (goals.json "candidate", optimize.py) only. Deny rules cannot tell agents apart.
 
-A refusal is exit code 2 with the reason on stderr (Claude Code blocks the tool call and shows
-the reason to Claude). A person who means to change frozen files (retargeting) starts Claude
-Code with AUTO_OPTIM_UNFREEZE=1 in its environment.
+A refusal is exit code 2 with the reason on stderr (Claude Code blocks the call and shows Claude
+the reason). Checked against Claude Code 2.1.330 (tests/test_claude_code_e2e.py).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hooklib import FROZEN, candidate_name, project_root, read_payload, unfrozen  # noqa: E402
+from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload  # noqa: E402
 
-OPTIMIZER_AGENT = "model-optimizer"
-
-EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
-SEPARATORS = {";", "&&", "||", "|", "&", "|&", ";;", "(", ")", "\n"}
-REDIRECT_OUT = {">", ">>", ">|", "&>", "&>>", "<>"}
-REDIRECT_OTHER = {"<", "<<", "<<<", "<&", "<<-"}
-WRAPPERS = {"sudo", "env", "nohup", "time", "command", "exec", "nice", "builtin", "stdbuf"}
-TOUCH_ANY = {"rm", "rmdir", "unlink", "shred", "truncate", "touch", "chmod", "chown", "chgrp", "mkdir",
-             "mv", "tee", "vi", "vim", "nvim", "nano", "emacs", "ed", "ex", "setfacl", "chattr"}
-RECURSIVE = {"rm", "rmdir", "chmod", "chown", "chgrp", "shred", "mv"}  # "." or a parent also hits
-COPY_DEST = {"cp", "ln", "install", "rsync"}
-INTERPRETERS = re.compile(r"^(python[0-9.]*|pypy[0-9.]*|perl|ruby|node|php)$")
-SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
-GIT_BLOCKED = {"commit", "rebase", "revert", "cherry-pick", "merge", "pull", "am", "apply", "filter-branch",
-               "filter-repo", "update-ref", "replace", "switch"}
-FROZEN_TEXT = re.compile(r"(?:^|[^\w.-])(?:harness|model|assets|\.claude)/|['\"](?:harness|model|assets|\.claude)['\"]"
-                         r"|goals\.json|results\.tsv|leaderboard\.md")
-WRITE_CODE = re.compile(
-    r"open\([^)]*,\s*(?:mode\s*=\s*)?['\"][rbt]*[wax+]|\.write_(?:text|bytes)\(|\.write\("
-    r"|\.(?:unlink|rmdir|rename|touch|chmod|symlink_to|hardlink_to|mkdir)\("
-    r"|\bos\.(?:remove|unlink|rename|replace|rmdir|removedirs|truncate|chmod|symlink|link|makedirs|mkdir|system)\b"
-    r"|\bshutil\.|\btorch\.save\b|\bjson\.dump\b|\.to_csv\(|\bnp\.save|\bunlink\b|\brename\b|open\s*\(?[^)]*['\"]\s*>")
-HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
+# The file tools of Claude Code 2.1.330 (MultiEdit is gone; Grep and Glob are not tools in native builds).
+EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
+HARNESS_SCRIPTS = {"run_experiment.py", "verify.py", "bench.py", "profile.py"}
+PYTHON = re.compile(r"^python3?$")
+OPERATOR = re.compile(r"^[();<>|&]+$")
+NVIDIA_SMI_READS = re.compile(r"^(-L|-q|--query-gpu=[\w.,]+|--format=[\w,]+)$")
+IMPORTABLE_FILE = re.compile(r"\.(py|pyc|pyw|so|pth)$")
+HOW = ('Run the harness as one plain command at the project root with dangerouslyDisableSandbox: true, '
+       'e.g. python harness/run_experiment.py --desc "what and why" (no pipes, redirections, $ or backticks; '
+       'read its output as it comes).')
 
 
 class Blocked(Exception):
     pass
 
 
-class Guard:
-    def __init__(self, root: Path):
-        self.root = root
-        self.entries = [(name, Path(os.path.normpath(root / name)), Path(os.path.realpath(root / name)))
-                        for name in FROZEN]
+def harness_script(tokens: list[str]) -> str | None:
+    """The harness script a command runs (`python harness/X.py ...`), else None."""
+    if len(tokens) >= 2 and PYTHON.match(tokens[0]) and tokens[1].startswith("harness/"):
+        if tokens[1][len("harness/"):] in HARNESS_SCRIPTS:
+            return tokens[1]
+    return None
 
-    # ---- paths -------------------------------------------------------------------------------
-    def hit(self, arg: str, cwd: Path, ancestor: bool = False) -> str | None:
-        """The frozen entry that path `arg` (relative to cwd) falls in; with ancestor=True also
-        when the path contains a frozen entry (".", the root) or is a glob that can reach one."""
-        if not arg or arg.startswith("-") and len(arg) > 1 or "=" in arg and not arg.startswith("/") and "/" not in arg.split("=")[0]:
-            return None
-        p = Path(os.path.expanduser(arg))
-        p = p if p.is_absolute() else cwd / p
-        lex, real = Path(os.path.normpath(p)), Path(os.path.realpath(p))
-        globbed = any(c in arg for c in "*?[")
-        for name, e_lex, e_real in self.entries:
-            for cand, entry in ((lex, e_lex), (real, e_real)):
-                if cand == entry or entry in cand.parents:
-                    return name
-                if ancestor and cand in entry.parents:
-                    return name
-            if globbed and (fnmatch.fnmatch(str(e_lex), str(lex)) or fnmatch.fnmatch(str(e_lex), str(lex) + "/*")):
-                return name
-        return None
 
-    def refuse(self, what: str, name: str) -> None:
-        raise Blocked(f"{what} would modify {name}{'/' if (self.root / name).is_dir() else ''}, which is frozen.")
+def rebaselines(tokens: list[str]) -> bool:
+    """`--rebaseline`, or an abbreviation argparse would take for it."""
+    return any(len(t) > 4 and "--rebaseline".startswith(t.split("=")[0]) for t in tokens)
 
-    # ---- bash --------------------------------------------------------------------------------
-    def bash(self, command: str, cwd: Path, depth: int = 0) -> None:
-        if depth > 4:
+
+def words(command: str) -> list[str]:
+    """shlex words, operators as words of their own; [] if the command does not parse."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        return list(lexer)
+    except ValueError:
+        return []
+
+
+def planted_modules(root: Path) -> list[str]:
+    """Root entries Python could import ahead of site-packages, other than the candidate, that git
+    does not track at HEAD (without git, every such entry)."""
+    p = subprocess.run(["git", "-C", str(root), "ls-tree", "--name-only", "HEAD"], capture_output=True, text=True,
+                       timeout=10)
+    known = (set(p.stdout.split()) if p.returncode == 0 else set()) | {candidate_name(root)}
+    found = []
+    for entry in sorted(os.listdir(root)):
+        path = root / entry
+        importable = (IMPORTABLE_FILE.search(entry) and path.is_file()) or (path / "__init__.py").exists()
+        if importable and entry not in known:
+            found.append(entry)
+    return found
+
+
+def check_unsandboxed(command: str, cwd: Path, root: Path) -> None:
+    if any(c in command for c in "\n\r$`"):
+        raise Blocked("an unsandboxed command may not hold newlines, `$` or backticks.")
+    tokens = words(command)
+    if not tokens or any(OPERATOR.match(t) for t in tokens):
+        raise Blocked("an unsandboxed command must be one plain command: no ; && || | & ( ) < >.")
+    if os.path.realpath(cwd) != os.path.realpath(root):
+        raise Blocked(f"the harness runs outside the sandbox only from the project root {root}, not {cwd}.")
+    if tokens[0] == "nvidia-smi":
+        if all(NVIDIA_SMI_READS.match(t) for t in tokens[1:]):
             return
-        bodies = []
-        text = command
-        for m in list(HEREDOC.finditer(command)):
-            tail = command[m.end():]
-            nl = tail.find("\n")
-            if nl < 0:
-                continue
-            lines = tail[nl + 1:].split("\n")
-            body = []
-            for line in lines:
-                if line.strip() == m.group(2):
-                    break
-                body.append(line)
-            bodies.append("\n".join(body))
-            text = text.replace("\n".join(body), "", 1)
-        words = re.findall(r"[\w.+-]+", command)
-        if bodies and any(INTERPRETERS.match(w) for w in words):
-            for b in bodies:
-                self.code(b, "a heredoc script")
-        if bodies and any(w in SHELLS for w in words):
-            for b in bodies:
-                self.bash(b, cwd, depth + 1)
-        try:
-            lexer = shlex.shlex(text.replace("\n", " ; "), posix=True, punctuation_chars=True)
-            lexer.whitespace_split = True
-            tokens = list(lexer)
-        except ValueError:
-            if FROZEN_TEXT.search(command) and re.search(r">|\b(rm|mv|cp|sed|tee|truncate|git|open|write)\b", command):
-                raise Blocked("the command (which could not be parsed) mentions a frozen path and a write.")
-            return
-        segment: list[str] = []
-        for tok in tokens + [";"]:
-            if tok in SEPARATORS:
-                if segment:
-                    cwd = self.segment(segment, cwd, command, depth)
-                segment = []
-            else:
-                segment.append(tok)
+        raise Blocked("outside the sandbox nvidia-smi may only read (-L, -q, --query-gpu=, --format=).")
+    if not harness_script(tokens):
+        raise Blocked("only the harness (python harness/run_experiment.py, verify.py, bench.py, profile.py) and "
+                      "nvidia-smi run outside the sandbox; everything else runs inside it.")
+    if rebaselines(tokens):
+        raise Blocked("`run_experiment.py --rebaseline` accepts changed frozen files; only a person may run it.")
+    planted = planted_modules(root)
+    if planted:
+        raise Blocked(f"the project root holds {', '.join(planted)}, which the harness could import in place of a "
+                      "real module; delete it (scratch files belong in $TMPDIR) and run the harness again.")
 
-    def segment(self, toks: list[str], cwd: Path, whole: str, depth: int) -> Path:
-        args: list[str] = []
-        i = 0
-        while i < len(toks):
-            t = toks[i]
-            if t in REDIRECT_OUT and i + 1 < len(toks):
-                name = self.hit(toks[i + 1], cwd)
-                if name:
-                    self.refuse(f"the redirection `{t} {toks[i + 1]}`", name)
-                i += 2
-                continue
-            if t in REDIRECT_OTHER or t in (">&", "<&"):
-                i += 2
-                continue
-            if re.fullmatch(r"\d+", t) and i + 1 < len(toks) and toks[i + 1] in REDIRECT_OUT | {">&"}:
-                i += 1
-                continue
-            args.append(t)
-            i += 1
-        while args and (re.fullmatch(r"[A-Za-z_]\w*=.*", args[0]) or args[0] in WRAPPERS):
-            args = args[1:]
-            if args and args[0] in ("timeout",):
-                args = args[2:]
-        if not args:
-            return cwd
-        cmd, rest = os.path.basename(args[0]), args[1:]
-        paths = [a for a in rest if not a.startswith("-")]
-        if cmd == "cd":
-            target = paths[0] if paths else str(self.root)
-            return Path(os.path.normpath(cwd / os.path.expanduser(target)))
-        if cmd == "timeout":
-            return self.segment(rest[1:], cwd, whole, depth)
-        if cmd in TOUCH_ANY:
-            for a in paths:
-                name = self.hit(a, cwd, ancestor=cmd in RECURSIVE)
-                if name:
-                    self.refuse(f"`{cmd} {a}`", name)
-        elif cmd in COPY_DEST:
-            dests = [rest[j + 1] for j, a in enumerate(rest[:-1]) if a in ("-t", "--target-directory")]
-            dests += [a.split("=", 1)[1] for a in rest if a.startswith("--target-directory=")]
-            if paths:
-                dests.append(paths[-1])
-            for a in dests:
-                name = self.hit(a, cwd)
-                if name:
-                    self.refuse(f"`{cmd} ... {a}`", name)
-        elif cmd == "dd":
-            for a in rest:
-                if a.startswith("of=") and self.hit(a[3:], cwd):
-                    self.refuse(f"`dd {a}`", self.hit(a[3:], cwd))
-        elif cmd in ("sed", "gsed", "perl"):
-            inplace = any(a == "--in-place" or a.startswith("--in-place=") or
-                          (a.startswith("-") and not a.startswith("--") and "i" in a[1:]) for a in rest)
-            if inplace:
-                for a in paths:
-                    name = self.hit(a, cwd)
-                    if name:
-                        self.refuse(f"`{cmd} -i ... {a}`", name)
-            if cmd == "perl":
-                self.interpreter(cmd, rest, cwd)
-        elif cmd in ("awk", "gawk") and "inplace" in rest:
-            for a in paths:
-                name = self.hit(a, cwd)
-                if name:
-                    self.refuse(f"`{cmd} -i inplace ... {a}`", name)
-        elif cmd == "find":
-            if any(a in ("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint") for a in rest):
-                for a in paths:
-                    name = self.hit(a, cwd, ancestor=True)
-                    if name:
-                        self.refuse(f"`find {a} ... -delete/-exec`", name)
-        elif cmd == "xargs":
-            inner = [a for a in rest if not a.startswith("-")]
-            named = any(self.hit(w, cwd, ancestor=True) for w in re.findall(r"[^\s|;&<>()'\"]+", whole))
-            if inner and os.path.basename(inner[0]) in TOUCH_ANY | COPY_DEST | {"sed", "perl"} and named:
-                raise Blocked(f"`xargs {inner[0]}` fed from a command that names a frozen path could modify it.")
-        elif cmd in ("patch",):
-            raise Blocked("`patch` can modify any file, frozen ones included; change optimize.py with the Edit tool.")
-        elif cmd == "git":
-            self.git(rest, cwd)
-        elif cmd in SHELLS:
-            if "-c" in rest and rest.index("-c") + 1 < len(rest):
-                self.bash(rest[rest.index("-c") + 1], cwd, depth + 1)
-        elif cmd == "eval":
-            self.bash(" ".join(rest), cwd, depth + 1)
-        elif INTERPRETERS.match(cmd):
-            self.interpreter(cmd, rest, cwd)
-        return cwd
 
-    def interpreter(self, cmd: str, rest: list[str], cwd: Path) -> None:
-        for flag in ("-c", "-e", "-E"):
-            if flag in rest and rest.index(flag) + 1 < len(rest):
-                self.code(rest[rest.index(flag) + 1], f"the {cmd} {flag} code")
-        script = next((a for a in rest if not a.startswith("-")), None)
-        if script and "--rebaseline" in rest and os.path.basename(script) == "run_experiment.py":
-            raise Blocked("`run_experiment.py --rebaseline` accepts changed frozen files; only a person may run it.")
+def check_bash(tool_input: dict, cwd: Path, root: Path) -> None:
+    command = str(tool_input.get("command") or "")
+    if tool_input.get("dangerouslyDisableSandbox"):
+        check_unsandboxed(command, cwd, root)
+    elif harness_script(words(command)):
+        raise Blocked("inside the sandbox the harness cannot reach the GPU or write results.tsv.")
 
-    def code(self, code: str, what: str) -> None:
-        if FROZEN_TEXT.search(code) and WRITE_CODE.search(code):
-            m = FROZEN_TEXT.search(code)
-            raise Blocked(f"{what} names a frozen path ({m.group(0).strip(chr(34) + chr(39) + ' ')}) and writes files.")
 
-    def git(self, rest: list[str], cwd: Path) -> None:
-        i = 0
-        while i < len(rest) and rest[i].startswith("-"):
-            if rest[i] == "-C" and i + 1 < len(rest):
-                cwd = Path(os.path.normpath(cwd / rest[i + 1]))
-                i += 2
-            elif rest[i] in ("-c", "--git-dir", "--work-tree"):
-                i += 2
-            else:
-                i += 1
-        if i >= len(rest):
-            return
-        sub, args = rest[i], rest[i + 1:]
-        if sub in GIT_BLOCKED:
-            raise Blocked(f"`git {sub}` changes the tree or its history; run_experiment.py alone commits "
-                          "(keepers) and restores optimize.py. Ask the person if you need this.")
-        if sub == "stash" and (not args or args[0] not in ("list", "show")):
-            raise Blocked("`git stash` would sweep away uncommitted results.tsv/PROGRESS.md rows with your change.")
-        if sub == "clean" and not any(a in ("-n", "--dry-run") for a in args):
-            raise Blocked("`git clean` deletes untracked files (assets/, records); not allowed.")
-        if sub in ("checkout", "restore", "reset", "rm", "mv"):
-            if sub == "restore" and "--staged" in args and not any(a in ("-W", "--worktree") for a in args):
-                return
-            if sub == "reset" and any(a in ("--hard", "--merge", "--keep") for a in args):
-                raise Blocked(f"`git reset {' '.join(args)}` rewrites the working tree, frozen files and records included.")
-            if "--" in args:
-                pathspecs = args[args.index("--") + 1:]
-                revs = [a for a in args[:args.index("--")] if not a.startswith("-")]
-            else:
-                nonopt = [a for a in args if not a.startswith("-")]
-                pathspecs = [a for a in nonopt if a in (".", "*") or any(c in a for c in "*?[")
-                             or os.path.lexists(cwd / a) or self.hit(a, cwd)]
-                revs = [a for a in nonopt if a not in pathspecs]
-            for a in pathspecs:
-                name = self.hit(a, cwd, ancestor=True)
-                if name:
-                    self.refuse(f"`git {sub} {a}`", name)
-            if sub in ("checkout", "reset") and revs and not pathspecs and not (sub == "checkout" and "-b" in args):
-                raise Blocked(f"`git {sub} {' '.join(args)}` moves HEAD or switches branches, which changes frozen "
-                              "files and the record of keepers; ask the person.")
+def check_subagent_edit(target: str, cwd: Path, root: Path) -> None:
+    cand = candidate_name(root)
+    path = Path(target) if os.path.isabs(target) else cwd / target
+    if os.path.realpath(path) != os.path.realpath(root / cand):
+        raise Blocked(f"the {OPTIMIZER_AGENT} subagent may edit only {cand}, not {target}.")
 
 
 def main() -> int:
     payload = read_payload()
-    if unfrozen():
-        return 0
     root = project_root(payload)
     cwd = Path(os.path.abspath(payload.get("cwd") or root))
     tool = payload.get("tool_name", "")
-    tin = payload.get("tool_input") or {}
-    guard = Guard(root)
+    tool_input = payload.get("tool_input") or {}
+    subagent = "--only-candidate" in sys.argv[1:] or payload.get("agent_type") == OPTIMIZER_AGENT
     try:
-        if tool in EDIT_TOOLS:
-            target = str(tin.get(EDIT_TOOLS[tool]) or "")
-            name = guard.hit(target, cwd)
-            if name:
-                guard.refuse(f"{tool} on {target}", name)
-            if "--only-candidate" in sys.argv[1:] or payload.get("agent_type") == OPTIMIZER_AGENT:
-                cand = candidate_name(root)
-                p = Path(target) if os.path.isabs(target) else cwd / target
-                if os.path.realpath(p) != os.path.realpath(root / cand):
-                    raise Blocked(f"the {OPTIMIZER_AGENT} subagent may edit only {cand}, not {target}.")
-        elif tool == "Bash":
-            guard.bash(str(tin.get("command") or ""), cwd)
+        if tool == "Bash":
+            check_bash(tool_input, cwd, root)
+        elif tool in EDIT_TOOLS and subagent:
+            check_subagent_edit(str(tool_input.get(EDIT_TOOLS[tool]) or ""), cwd, root)
     except Blocked as e:
-        print(f"guard_frozen: blocked. {e} The frozen files (harness/, model/, goals.json, assets/, "
-              "results.tsv, leaderboard.md, .claude/) are read-only for the agent (AGENTS.md): edit only "
-              "optimize.py and measure it with `python harness/run_experiment.py --desc \"...\"`. "
-              "If a frozen file looks wrong, stop and tell the person instead of working around it.",
-              file=sys.stderr)
+        print(f"guard_frozen: blocked. {e} The frozen files (harness/, model/, goals.json, assets/, results.tsv, "
+              "leaderboard.md, .claude/) are read-only for the agent (AGENTS.md): edit only optimize.py and measure "
+              f"it with the harness. {HOW} If a frozen file looks wrong, stop and tell the person.", file=sys.stderr)
         return 2
     return 0
 

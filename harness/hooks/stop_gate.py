@@ -11,9 +11,18 @@ instruction) while either holds:
 With no results.tsv rows yet, it refuses only while the candidate differs from its committed
 version (git), so a fresh checkout never traps a person who only asked a question.
 
+Who it applies to: the main agent (Stop) and the model-optimizer subagent (SubagentStop with
+agent_type "model-optimizer"); other subagents (Explore, general-purpose) edit nothing and pass.
+While the Stop payload's background_tasks lists work that will settle the candidate (a running
+model-optimizer subagent, or a background shell running run_experiment.py), the main agent may
+stop: the candidate is that work's to record, and Claude Code wakes the main agent when it ends,
+so the next Stop is gated again. Telling it to record or check out the file now would fight the
+subagent that is editing it.
+
 Loops: per the hooks docs, `stop_hook_active` is true when Claude is already continuing because
 a Stop hook blocked. The gate then blocks at most AUTO_OPTIM_STOP_MAX_BLOCKS (default 3) times
-in a row in one session and afterwards lets the stop through with a warning to the person
+in a row per agent (subagents send their parent's session_id, so the count is kept per agent_id
+when the payload has one) and afterwards lets the stop through with a warning to the person
 (JSON "systemMessage"), so an agent that cannot comply never spins forever.
 
 Usage (what Claude Code does):  echo '{"hook_event_name": "Stop", ...}' | python3 harness/hooks/stop_gate.py
@@ -30,11 +39,15 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hooklib import candidate_name, project_root, read_payload, sha256_file  # noqa: E402
+from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload, sha256_file  # noqa: E402
 
 RED = ("gate_fail", "crash", "timeout")
+IN_FLIGHT = ("running", "pending")
 KEEPERS = ("baseline", "keep")
-RUN = 'python harness/run_experiment.py --desc "<one line: what you changed and why>"'
+RUN = ('python harness/run_experiment.py --desc "<one line: what you changed and why>" '
+       "(one plain Bash command with dangerouslyDisableSandbox: true)")
+# .git is read-only to the agent's shell (only run_experiment commits), so restore by reading git.
+RESTORE = "git show HEAD:{name} > {name}"
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
@@ -59,12 +72,12 @@ def problem(root: Path) -> str | None:
         if committed_differs(root, name):
             return (f"{name} differs from its committed version and no experiment is recorded yet. "
                     f"Record it (the first experiment becomes the baseline): {RUN} "
-                    f"-- or drop the change with `git checkout -- {name}`.")
+                    f"-- or drop the change with `{RESTORE.format(name=name)}`.")
         return None
     last = rows[-1]
     exp, status = last.get("exp", "?"), (last.get("status") or "").strip()
     if not cand.is_file():
-        return (f"{name} is missing. Restore the last kept version (git checkout -- {name}), "
+        return (f"{name} is missing. Restore the last kept version ({RESTORE.format(name=name)}), "
                 f"then run: {RUN}")
     current = sha256_file(cand)
     same = [r for r in rows if r.get("preset") == last.get("preset")] or rows
@@ -74,7 +87,7 @@ def problem(root: Path) -> str | None:
     if not recorded:
         return (f"{name} has changed since the last recorded experiment {exp} (its sha256 {current[:12]} "
                 f"is not in results.tsv), so this change is unmeasured. Record it now: {RUN} "
-                f"-- or, to drop the change, restore the last kept version with `git checkout -- {name}`. "
+                f"-- or, to drop the change, restore the last kept version with `{RESTORE.format(name=name)}`. "
                 "Then continue the loop in program.md.")
     if status in RED:
         desc = (last.get("desc") or "").strip()
@@ -97,16 +110,34 @@ def committed_differs(root: Path, name: str) -> bool:
     return not cand.is_file() or cand.read_bytes() != p.stdout
 
 
-def counter_file(session_id: str) -> Path:
-    safe = "".join(c for c in session_id if c.isalnum() or c in "-_")[:80] or "nosession"
+def counter_file(payload: dict) -> Path:
+    """One block counter per agent: the session's, or the subagent's (same session_id, own agent_id)."""
+    key = f"{payload.get('session_id', '')}-{payload.get('agent_id', '')}"
+    safe = "".join(c for c in key if c.isalnum() or c in "-_")[:120] or "nosession"
     return Path(tempfile.gettempdir()) / f"auto-optim-stop-gate-{safe}.json"
+
+
+def settles_candidate(task: dict) -> bool:
+    """A background task still in flight that will edit or record the candidate."""
+    if str(task.get("status", "")) not in IN_FLIGHT:
+        return False
+    return task.get("agent_type") == OPTIMIZER_AGENT or "run_experiment.py" in str(task.get("command", ""))
+
+
+def gated(payload: dict) -> bool:
+    """Whether this stop is the gate's business (see the docstring: who it applies to)."""
+    if payload.get("hook_event_name") == "SubagentStop":
+        return payload.get("agent_type") == OPTIMIZER_AGENT
+    return not any(settles_candidate(t) for t in payload.get("background_tasks") or [] if isinstance(t, dict))
 
 
 def main() -> int:
     payload = read_payload()
+    if not gated(payload):
+        return 0
     root = project_root(payload)
     reason = problem(root)
-    counter = counter_file(str(payload.get("session_id", "")))
+    counter = counter_file(payload)
     active = bool(payload.get("stop_hook_active"))
     if reason is None:
         counter.unlink(missing_ok=True)
