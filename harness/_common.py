@@ -22,8 +22,10 @@ from typing import Any
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
+# Appended, never first: the root is where the agent writes, and a file planted there (torch.py)
+# must not be imported in place of an installed module by the harness, which runs unsandboxed.
 if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+    sys.path.append(str(REPO))
 # harness/profile.py shares its name with the standard library's `profile`, which cProfile (and so
 # torch._dynamo) imports. A script run as `python harness/x.py` has harness/ first on sys.path:
 # move it last, so the standard module wins and `import _common` still works.
@@ -63,7 +65,7 @@ def root() -> Path:
 def load_adapter(goals: dict[str, Any]) -> ModuleType:
     """The target's adapter module (load_model, make_input, reference, output_shape, flops, ...)."""
     if str(root()) not in sys.path:
-        sys.path.insert(0, str(root()))
+        sys.path.append(str(root()))  # last, for the same reason as REPO above
     return importlib.import_module(goals["adapter"])
 
 

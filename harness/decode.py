@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 
 from harness import _common  # noqa: E402
 

@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 from harness import sandbox  # noqa: E402  (standard library only)
 from harness.channel import Channel  # noqa: E402
 

@@ -86,7 +86,7 @@ def test_one_loop_turn_as_the_agent(agent_repo):
             "--device", "cpu", "--no-profile"], root, env)
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
     rows = (root / "results.tsv").read_text().strip().splitlines()
-    assert len(rows) == 2 and "dry run: annotate info" in rows[-1]
+    assert len(rows) == 3 and "baseline" in rows[1] and "dry run: annotate info" in rows[-1]  # header, baseline, it
 
     # 5. now the turn may end (stop_hook_active: Claude is continuing after the earlier block)
     r = hook("stop_gate.py", payload(root, session, "Stop", stop_hook_active=True), root, env)

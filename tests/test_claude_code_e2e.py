@@ -2,7 +2,8 @@
 
 What runs: the pinned @anthropic-ai/claude-code (2.1.330, installed by .ci/install-claude-code.sh)
 as `claude -p --permission-mode acceptEdits`, in a scratch git copy of THIS repository (the real
-harness, model and settings, not tests/toy_target) with the tiny assets and a trusted scratch HOME.
+harness, hooks and settings) retargeted to the toy model (tests/claude_stub/scratch_repo.py), with
+its tiny assets and a trusted scratch HOME.
 The model is tests/claude_stub/model_server.py, a local HTTP server that streams scripted turns over
 the Messages API (ANTHROPIC_BASE_URL, a dummy ANTHROPIC_API_KEY): no network beyond 127.0.0.1, no
 key. Everything asserted comes from the program itself: the tool results and hook messages it sends
@@ -14,7 +15,7 @@ sandbox (dangerouslyDisableSandbox, approved by the allow rules); the experiment
 that way, as it must on a GPU machine (/dev inside the sandbox has no /dev/nvidia*).
 
 Skips when the CLI is absent, or bubblewrap or socat is (the settings refuse to start unsandboxed).
-Takes a few minutes on 2 CPU cores, most of it one real experiment at the tiny preset.
+Takes about a minute on 2 CPU cores; one real experiment (the toy's baseline and a keeper) in it.
 Run:  bash .ci/install-claude-code.sh && python -m pytest -q tests/test_claude_code_e2e.py
 """
 
@@ -81,7 +82,7 @@ def scratch(tmp_path_factory) -> dict:
     root = base / "repo"
     env = make_scratch_repo(root)
     frozen = {p: sha(p) for p in sorted((root / "harness").rglob("*.py")) + [root / "goals.json"]}
-    frozen.update({p: sha(p) for p in sorted((root / "model").rglob("*.py"))})
+    frozen.update({p: sha(p) for p in sorted((root / "toymodel").rglob("*.py"))})
     return {"root": root, "env": env, "home": base / "home", "frozen": frozen, "observed": base}
 
 
@@ -169,10 +170,10 @@ def test_main_agent_loop(scratch):
     assert "status" in ran["text"], ran["text"][-2000:]
     with open(root / "results.tsv", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
-    assert [r["desc"] for r in rows] == ["e2e: note in optimize.py"], rows
-    assert rows[0]["candidate_sha"] and sha(root / "optimize.py").startswith(rows[0]["candidate_sha"])
+    assert [r["desc"] for r in rows][-1] == "e2e: note in optimize.py", rows  # after the machine's own baseline
+    assert rows[-1]["candidate_sha"] and sha(root / "optimize.py").startswith(rows[-1]["candidate_sha"])
     log = run(["git", "log", "--oneline"], root, scratch["env"]).stdout
-    assert "e001" in log, log  # run_experiment committed, from outside the sandbox
+    assert "e001" in log or "e002" in log, log  # run_experiment committed, from outside the sandbox
 
     assert len(server.requests("main")) == len(turns), "the Stop after the recorded experiment was not let through"
     assert_frozen_untouched(scratch)

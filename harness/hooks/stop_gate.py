@@ -5,9 +5,9 @@ Claude Code runs this when the agent (or a subagent) is about to finish its repl
 (JSON {"decision": "block", "reason": ...} on stdout, exit 0; the reason becomes Claude's next
 instruction) while either holds:
   - the candidate file (goals.json "candidate", optimize.py) differs from the candidate_sha of
-    the last row of results.tsv, and is not the restored last keeper either (run_experiment puts
-    the keeper back after a revert or a failed gate);
-  - the last row's status is gate_fail, crash or timeout (the last thing tried is red).
+    the last row of results.tsv, and, after a row that is not a keeper, from its committed version
+    (run_experiment puts the best keeper, which is committed, back after a revert or a failed gate);
+  - the last row's status is gate_fail, crash, timeout or tampered (the last thing tried is red).
 With no results.tsv rows yet, it refuses only while the candidate differs from its committed
 version (git), so a fresh checkout never traps a person who only asked a question.
 
@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload, sha256_file  # noqa: E402
 
-RED = ("gate_fail", "crash", "timeout")
+RED = ("gate_fail", "crash", "timeout", "tampered")
 IN_FLIGHT = ("running", "pending")
 KEEPERS = ("baseline", "keep")
 RUN = ('python harness/run_experiment.py --desc "<one line: what you changed and why>" '
@@ -80,10 +80,10 @@ def problem(root: Path) -> str | None:
         return (f"{name} is missing. Restore the last kept version ({RESTORE.format(name=name)}), "
                 f"then run: {RUN}")
     current = sha256_file(cand)
-    same = [r for r in rows if r.get("preset") == last.get("preset")] or rows
-    keeper = next((r for r in reversed(same) if (r.get("status") or "").strip() in KEEPERS), None)
+    # After anything but a keeper, run_experiment leaves the candidate at the best keeper, which is
+    # the committed version (a keeper commits it; the baseline is a frozen file of its own).
     recorded = same_sha(current, last.get("candidate_sha")) or (
-        keeper is not None and status not in KEEPERS and same_sha(current, keeper.get("candidate_sha")))
+        status not in KEEPERS and not committed_differs(root, name))
     if not recorded:
         return (f"{name} has changed since the last recorded experiment {exp} (its sha256 {current[:12]} "
                 f"is not in results.tsv), so this change is unmeasured. Record it now: {RUN} "

@@ -1,8 +1,11 @@
-"""A throwaway git copy of the project with the tiny assets made and nothing recorded yet.
+"""A throwaway git copy of the project, retargeted to the toy model, with the tiny assets made and
+nothing recorded yet.
 
 Used by the tests that play an agent in the real repository layout (test_agent_dry_run.py,
-test_claude_code_e2e.py): the frozen files, the shipped optimize.py as committed, the tiny seeded
-input and its strict-fp32 reference made with the repo's own tools (about 40 s on 2 CPU cores).
+test_claude_code_e2e.py): the harness, hooks, .claude/, AGENTS.md and program.md as they are here,
+with tests/toy_target's goals.json, adapter package and optimize.py in place of the VAE's (the
+wiring under test does not depend on the model, and an experiment on the toy takes seconds on two
+CPU cores instead of minutes). Its tiny input, reference and pool are made with the repo's tools.
 """
 
 from __future__ import annotations
@@ -14,8 +17,23 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
-COPY = ["goals.json", "optimize.py", "harness", "model", ".claude", "AGENTS.md", "program.md", "PROGRESS.md",
-        ".gitignore"]
+TOY = REPO / "tests" / "toy_target"
+COPY = [REPO / "harness", REPO / ".claude", REPO / "AGENTS.md", REPO / "program.md", REPO / "PROGRESS.md",
+        REPO / ".gitignore", TOY / "goals.json", TOY / "toymodel"]
+# The frozen toy model sleeps TOY_DELAY_S a call, which its fp32 eager baseline pays in full; this
+# candidate sleeps less, so the experiments the tests run are keepers by construction.
+DELAY_S = "0.3"
+CANDIDATE = '''"""The scratch repository's editable file: the toy model with a shorter sleep than the baseline's."""
+
+
+def build_decoder(model, example_input):
+    model.delay = 0.05
+
+    def forward_fn(x):
+        return model(x)
+
+    return forward_fn, {"delay": 0.05}
+'''
 GIT_ID = {"GIT_AUTHOR_NAME": "scratch", "GIT_AUTHOR_EMAIL": "scratch@example.com",
           "GIT_COMMITTER_NAME": "scratch", "GIT_COMMITTER_EMAIL": "scratch@example.com"}
 
@@ -24,7 +42,7 @@ def harness_env(root: Path) -> dict:
     """The environment the harness runs in: this copy's goals.json, CPU only, no .pyc in the tree."""
     env = dict(os.environ)
     env.update(GIT_ID, AUTO_OPTIM_GOALS=str(root / "goals.json"), CLAUDE_PROJECT_DIR=str(root),
-               PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="")
+               PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="", TOY_DELAY_S=DELAY_S)
     return env
 
 
@@ -35,20 +53,16 @@ def run(cmd: list[str], root: Path, env: dict, timeout: float = 600) -> subproce
 def make_scratch_repo(root: Path) -> dict:
     """Fill the empty folder `root`; return the harness environment for it."""
     root.mkdir(parents=True, exist_ok=True)
-    for name in COPY:
-        src = REPO / name
+    for src in COPY:
         if src.is_dir():
-            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(src, root / src.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         elif src.exists():
-            shutil.copy2(src, root / name)
+            shutil.copy2(src, root / src.name)
     (root / "CLAUDE.md").symlink_to("AGENTS.md")
-    # the shipped candidate as committed, so the run is the same whatever is being tried in the checkout
-    shipped = subprocess.run(["git", "-C", str(REPO), "show", "HEAD:optimize.py"], capture_output=True)
-    if shipped.returncode == 0:
-        (root / "optimize.py").write_bytes(shipped.stdout)
+    (root / "optimize.py").write_text(CANDIDATE)
     (root / "assets").mkdir(exist_ok=True)
     env = harness_env(root)
-    for cmd in ([sys.executable, "harness/make_latent.py", "--preset", "tiny"],
+    for cmd in ([sys.executable, "harness/make_latent.py", "--preset", "tiny", "--seeded"],
                 [sys.executable, "harness/make_reference.py", "--preset", "tiny", "--device", "cpu"],
                 ["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "scratch start"]):
         r = run(cmd, root, env)
