@@ -179,8 +179,8 @@ def model_code_sha256(adapter: ModuleType) -> str:
     return h.hexdigest()
 
 
-def load_input_asset(goals: dict[str, Any], preset: str) -> torch.Tensor:
-    """The preset's benchmark input, checked for shape and its recorded hash."""
+def load_input_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) -> torch.Tensor:
+    """The preset's benchmark input, checked for shape and dtype (the adapter's make_input's)."""
     path = input_path(preset)
     x = load_asset(path, "input").get("input")
     if not isinstance(x, torch.Tensor):
@@ -188,6 +188,9 @@ def load_input_asset(goals: dict[str, Any], preset: str) -> torch.Tensor:
     shape = list(goals["presets"][preset]["input_shape"])
     if list(x.shape) != shape:
         raise SetupError(f"{path}: input shape {list(x.shape)}, preset {preset} needs {shape}; {REMAKE}")
+    dtype = adapter.make_input(shape, 0, "cpu").dtype
+    if x.dtype != dtype:
+        raise SetupError(f"{path}: input dtype {x.dtype}, the target's inputs are {dtype}; {REMAKE}")
     if x.is_floating_point() and not torch.isfinite(x).all():
         raise SetupError(f"{path}: input has NaN or Inf; {REMAKE}")
     return x
@@ -205,7 +208,7 @@ def _check_made_for(meta: dict[str, Any], adapter: ModuleType, path: Path) -> No
 def load_reference_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """The benchmark input and its strict-fp32 reference, checked against each other and against
     the model code and weights (SetupError when stale)."""
-    x = load_input_asset(goals, preset)
+    x = load_input_asset(goals, adapter, preset)
     path = reference_path(preset)
     asset = load_asset(path, "reference")
     ref, meta = asset.get("output"), asset.get("meta") or {}

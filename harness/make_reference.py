@@ -117,7 +117,7 @@ def run(preset: str | None = None, device: str | None = None, force: bool = Fals
     want_pool = only in (None, "pool") and (force or not folder.exists())
     if not (want_ref or want_pool):
         raise C.SetupError(f"{path.name} and {folder.name}/ exist; pass --force to remake them")
-    x = C.load_input_asset(goals, preset)  # before the slow model load: bad input fails fast
+    x = C.load_input_asset(goals, adapter, preset)  # before the slow model load: bad input fails fast
     model = model if model is not None else adapter.load_model(device)
     facts: dict[str, Any] = {"preset": preset, "device": device, "path": str(path), "made": []}
     if want_ref:

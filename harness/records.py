@@ -124,7 +124,7 @@ def best_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None,
 
 def metric_value(row: dict[str, str]) -> float:
     """The row's metric (seconds for a latency, tokens/s for a throughput); legacy rows: median_s."""
-    return float(row["metric"] if row.get("metric", "-") != "-" else row["median_s"])
+    return float(row["metric"] if row.get("metric", "-") not in ("-", "") else row["median_s"])
 
 
 def sort_key(row: dict[str, str], better: str) -> float:

@@ -9,9 +9,7 @@ pytest.importorskip("matplotlib", reason="matplotlib is not installed")
 
 from harness import plots  # noqa: E402
 
-COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s", "psnr_db",
-           "max_abs", "speedup_vs_fp32", "gpu", "preset", "weights", "frozen_hash",
-           "candidate_sha", "versions"]
+from harness.records import COLUMNS  # noqa: E402
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -21,7 +19,7 @@ def _row(exp: str, status: str, median: str, gpu: str = "H100", preset: str = "t
     return "\t".join(values[c] for c in COLUMNS)
 
 
-def test_render_progress_writes_png(workspace, tmp_path):
+def test_render_progress_writes_png(at_workspace, tmp_path):
     rows = [_row("e001", "baseline", "10.0"), _row("e002", "keep", "6.0"),
             _row("e003", "revert", "6.5"), _row("e004", "gate_fail", ""),
             _row("e005", "crash", ""), _row("e006", "keep", "4.1"),
@@ -31,16 +29,22 @@ def test_render_progress_writes_png(workspace, tmp_path):
     tsv.write_text("\t".join(COLUMNS) + "\n" + "\n".join(rows) + "\n")
     out = plots.render_progress(tsv, tmp_path / "progress.png")
     assert out is not None and out.read_bytes()[:8] == PNG
+    speed = {"name": "tokens_per_s", "unit": "tok/s", "better": "higher"}
+    assert plots.render_progress(tsv, tmp_path / "speed.png", {"metric": speed}).read_bytes()[:8] == PNG
     assert plots.floor_seconds("tiny") > 0
 
 
 def test_best_so_far_restarts_at_each_baseline():
     statuses = ("baseline", "keep", "revert", "rerun", "baseline", "gate_fail", "keep")
     times = ["10.0", "3.0", "2.0", "2.9", "11.0", "", "3.2"]
-    rows = [{"status": s, "median_s": t, "preset": "tiny"} for s, t in zip(statuses, times)]
+    rows = [{"status": s, "median_s": t, "preset": "tiny", "gpu": "H100"} for s, t in zip(statuses, times)]
     # A revert or re-run never lowers the line; the second baseline starts a new comparison.
     assert plots.best_so_far(rows) == [10.0, 3.0, 3.0, 3.0, 11.0, 11.0, 3.2]
-    assert plots.best_so_far([{"status": "revert", "median_s": "5.0", "preset": "tiny"}]) == [None]
+    assert plots.best_so_far([{"status": "revert", "median_s": "5.0", "preset": "tiny", "gpu": "H100"}]) == [None]
+    # a throughput: higher is better, so the line only rises
+    speeds = [{"status": s, "median_s": "1", "metric": m, "preset": "tiny", "gpu": "H100"}
+              for s, m in (("baseline", "10"), ("keep", "30"), ("revert", "20"), ("keep", "45"))]
+    assert plots.best_so_far(speeds, "higher") == [10.0, 30.0, 30.0, 45.0]
 
 
 def test_render_progress_empty_file(tmp_path):
