@@ -29,13 +29,13 @@ def build_decoder(model, example_input):
         return model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1].float()
 
     graph, graph_logits = None, None
-    if device.type == "cuda":
+    if device.type == "cuda" and n > 1:  # N = 1 (the ttft preset) has no decode step
         example_prompt, _ = prompt_and_forced(example_input.to(device))
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side), torch.no_grad():  # warm-up: allocates the cache, loads kernels
             prefill(example_prompt)
-            for _ in range(3):
+            for _ in range(min(3, n - 1)):  # stays inside the cache's P + N slots
                 step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
