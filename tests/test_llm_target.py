@@ -254,6 +254,17 @@ def test_keeper_candidates_pass_and_keep_no_state(path: Path, refs: dict[int, to
     assert torch.equal(outs[0], outs[2])
 
 
+@pytest.mark.parametrize("path", [TARGET / "optimize.py", *KEEPERS], ids=["optimize", *(p.stem for p in KEEPERS)])
+def test_candidates_at_the_ttft_preset(path: Path, model: torch.nn.Module) -> None:
+    """N = 1: the prefill alone, no decode step (a CUDA-graph candidate must not capture one)."""
+    shape = GOALS["presets"]["ttft"]["input_shape"]
+    module = load_candidate(path)
+    fn, _ = module.build_decoder(T.load_model("cpu"), T.make_input(shape, 999))
+    x = T.make_input(shape, 1)
+    res = T.compare(fn(x), T.reference(model, x), GATE)
+    assert res["passed"], (path.name, res["reason"])
+
+
 def test_compiled_decode_step_has_no_graph_break(refs: dict[int, torch.Tensor]) -> None:
     """fullgraph=True with the eager backend: dynamo traces the whole decode step or raises, so
     the step has no host sync or data-dependent Python branch (what CUDA graph capture needs)."""
