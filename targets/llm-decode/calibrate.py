@@ -1,8 +1,9 @@
 """Measure the gate's figures for the calibration candidates (and any others) on this machine.
 
 Usage (from targets/llm-decode/):
-    python calibrate.py [--adapter llm.target] [--shape B R N] [--seeds 1 2 ...] [--device cpu]
-                        [CANDIDATE ...]   (default: the three in calibration/)
+    python calibrate.py [CANDIDATE ...] [--adapter llm.target] [--shape B R N] [--seeds 1 2 ...]
+                        [--device cpu] [--scan-layers]
+    CANDIDATE: default the three in calibration/; --scan-layers: also skip each layer in turn
 
 For each candidate and input seed: max KL, mean KL, max abs logit difference and top-1
 agreement against the strict-fp32 reference, and the verdict under goals.json's gate. This is
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", type=int, nargs=3, default=[1, 5, 16])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--scan-layers", action="store_true", help="also skip each decoder layer in turn")
     ap.add_argument("candidates", nargs="*", type=Path,
                     default=[HERE / "calibration" / n for n in ("bf16_eager.py", "skip_layer.py", "int4_activations.py")])
     args = ap.parse_args(argv)
@@ -57,7 +59,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path.name:24s} seed {s}: max KL {r['max_kl']:.3g}  mean KL {r['mean_kl']:.3g}  "
                   f"max abs {r['max_abs']:.3g}  top-1 {r['top1_agree']:.3f}  "
                   f"{'pass' if r['passed'] else 'FAIL: ' + r['reason']}")
+    if args.scan_layers:
+        model.float().load_state_dict(pristine)
+        for i, layer in enumerate(model.model.layers):
+            handle = layer.register_forward_hook(_pass_input_through, with_kwargs=True)
+            for s, x in inputs.items():
+                r = adapter.compare(adapter.reference(model, x), refs[s], gate)
+                print(f"skip layer {i:<13d} seed {s}: max KL {r['max_kl']:.3g}  max abs {r['max_abs']:.3g}  "
+                      f"{'pass' if r['passed'] else 'FAIL'}")
+            handle.remove()
     return 0
+
+
+def _pass_input_through(module, args, kwargs, output):
+    return args[0] if args else kwargs["hidden_states"]
 
 
 if __name__ == "__main__":
