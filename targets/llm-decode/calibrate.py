@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--scan-layers", action="store_true", help="also skip each decoder layer in turn")
-    ap.add_argument("candidates", nargs="*", type=Path,
-                    default=[HERE / "calibration" / n for n in ("bf16_eager.py", "skip_layer.py", "int4_activations.py")])
+    calibration = [HERE / "calibration" / n for n in ("bf16_eager.py", "skip_layer.py", "int4_activations.py")]
+    ap.add_argument("candidates", nargs="*", type=Path, default=calibration)
     args = ap.parse_args(argv)
     adapter = importlib.import_module(args.adapter)
     gate = json.loads((HERE / "goals.json").read_text())["gate"]
