@@ -5,9 +5,10 @@ parameter's name, so the values do not depend on creation order or the device. t
 CPU generator is mt19937 plus an exact 24-bit-to-float conversion (no transcendental function
 whose last bit could differ between CPUs); (u - 0.5) * 2a is one correctly rounded IEEE step.
 Matrices are uniform with std 1/sqrt(fan_in), so every projection keeps its input's scale and
-every layer adds as much to the residual stream as the embedding holds: with transformers' fixed
-std of 0.02 the 64-wide tiny model's layers added ~15% to the embedding and the model only
-repeated its input token (its argmax was the token just fed, 100% of the time). Biases have std
+every layer adds as much to the residual stream as the embedding holds. With transformers' fixed
+std of 0.02 the 64-wide tiny model's residual stream was still mostly the input token's
+embedding after its 4 layers (cosine 0.74), and the model only repeated its input token (its
+argmax was the token just fed, 100% of the time). Biases have std
 0.02, norm gains are 1, except the final norm's (config.py says why).
 
 The query projection is scaled by QUERY_GAIN = 0.5, so attention scores have std 0.5 instead of
@@ -39,7 +40,7 @@ def _param_seed(name: str) -> int:
 
 @torch.no_grad()
 def fill_uniform_(param: torch.Tensor, name: str, std: float) -> None:
-    """param[:] = uniform with mean 0 and `std`, a pure function of (SEED, name, shape)."""
+    """param[:] = uniform with mean 0 and `std`; element i is a pure function of (SEED, name, i)."""
     gen = torch.Generator(device="cpu").manual_seed(_param_seed(name))
     half_width = std * 3**0.5
     flat = param.view(-1)
