@@ -1,0 +1,71 @@
+"""The adapter functions, bound to one model spec (target.py and target_tiny.py expose them).
+
+The harness knows nothing about LLMs: it loads the model, makes inputs, runs the reference,
+compares and counts FLOPs only through these functions (the contract is in target.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import gate
+from .config import ModelSpec
+from .decode import split, teacher_forced_logits
+from .load import checkpoint_sha256, has_checkpoint, published_model, synthetic_model
+from .weights import SEED, code_hash
+
+
+class LLMTarget:
+    def __init__(self, spec: ModelSpec, checkpoint_dir: Path) -> None:
+        self.spec = spec
+        self.checkpoint_dir = Path(checkpoint_dir)
+
+    def load_model(self, device: str | torch.device = "cpu") -> nn.Module:
+        """The frozen model in fp32: the checkpoint in checkpoint_dir if there is one, else synthetic."""
+        if has_checkpoint(self.checkpoint_dir):
+            return published_model(self.spec, self.checkpoint_dir, device)
+        return synthetic_model(self.spec, device)
+
+    def weights_kind(self) -> str:
+        return "published" if has_checkpoint(self.checkpoint_dir) else "synthetic"
+
+    def weights_id(self) -> str:
+        if has_checkpoint(self.checkpoint_dir):
+            return f"published:{self.spec.name}:sha256:{checkpoint_sha256(self.checkpoint_dir)}"
+        return f"synthetic:{self.spec.name}:seed{SEED}:code{code_hash()}"
+
+    def make_input(self, shape: list[int], seed: int, device: str | torch.device = "cpu") -> torch.Tensor:
+        """Token ids [B, R, N] drawn uniformly from the whole vocabulary (a CPU generator: the
+        same ids on every machine)."""
+        split(shape)
+        g = torch.Generator().manual_seed(seed)
+        return torch.randint(0, self.spec.config["vocab_size"], tuple(shape), generator=g).to(device)
+
+    def reference(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return teacher_forced_logits(model, x)
+
+    def output_shape(self, shape: list[int]) -> list[int]:
+        b, _, n = split(shape)
+        return [b, n, self.spec.config["vocab_size"]]
+
+    def compare(self, out: Any, ref: torch.Tensor, gate_cfg: dict[str, Any]) -> dict[str, Any]:
+        return gate.compare(out, ref, gate_cfg)
+
+    def flops(self, shape: list[int]) -> float:
+        """FLOPs of one call, counted from the config: every projection for the P + N - 1 tokens
+        fed, causal attention (QK^T and AV over the tokens before each), and the LM head for the
+        N generated positions only (the prefill keeps one position's logits, as generate does)."""
+        c = self.spec.config
+        b, p, n = split(shape)
+        d, layers, inter, vocab = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"], c["vocab_size"]
+        head_dim = d // c["num_attention_heads"]
+        kv = c["num_key_value_heads"] * head_dim
+        per_layer_params = 2 * d * d + 2 * d * kv + 3 * d * inter
+        fed = p + n - 1
+        attended = fed * (fed + 1) // 2  # token t (0-based) attends to t + 1 keys
+        total = (2 * layers * per_layer_params * fed + 4 * layers * d * attended + 2 * d * vocab * n)
+        return float(b * total)
