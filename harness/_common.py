@@ -35,7 +35,6 @@ sys.path[:] = [p for p in sys.path if p not in _mine] + _mine
 
 # Tests and retargeted copies point the harness at another goals file with this variable.
 GOALS_ENV = "AUTO_OPTIM_GOALS"
-FROZEN_PATHS = ("harness", "model", "goals.json")
 MIN_RUNS = 5  # timed calls at least: fewer give no meaningful median or spread
 
 
@@ -120,16 +119,25 @@ def sha256_tensor(t: torch.Tensor) -> str:
 
 
 def frozen_files() -> dict[str, str]:
-    """sha256 of every file under the frozen paths (harness/, model/, goals.json), by path."""
-    base = root()
+    """sha256 of every frozen file, by path: the harness that runs, the target's adapter package
+    (wherever the goals file puts it) and the goals file itself."""
+    goals = load_goals()
+    adapter_dir = Path(load_adapter(goals).__file__).resolve().parent
     out = {}
-    for rel in FROZEN_PATHS:
-        p = base / rel
-        files = sorted(p.rglob("*")) if p.is_dir() else [p]
+    for top in (_HERE, adapter_dir, goals_path()):
+        files = sorted(top.rglob("*")) if top.is_dir() else [top]
         for f in files:
             if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
-                out[str(f.relative_to(base))] = sha256_file(f)
+                out[_display(f)] = sha256_file(f)
     return out
+
+
+def _display(path: Path) -> str:
+    """A path as a person would name it: from the target's folder, else from the repository."""
+    for base in (root().resolve(), REPO):
+        if path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)
 
 
 def frozen_hash(files: dict[str, str] | None = None) -> str:

@@ -157,7 +157,7 @@ def encode_video(model: torch.nn.Module, video: torch.Tensor, device: str, shape
 
 
 def seeded(adapter: ModuleType, shape: list[int], seed: int) -> torch.Tensor:
-    return adapter.make_input(list(shape), seed, "cpu").to(torch.float32).contiguous()
+    return adapter.make_input(list(shape), seed, "cpu").contiguous()
 
 
 def run(preset: str | None = None, mode: str = "default", clip: str | None = None, start_s: float | None = None,
@@ -172,11 +172,12 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
     if path.exists() and not force:
         raise InputError(f"{path} exists; pass --force to overwrite it")
     shape = list(goals["presets"][preset]["input_shape"])
-    frames, height, width = video_size(adapter, shape)
     meta: dict[str, Any] = {"preset": preset, "shape": shape, "seed": None, "clip_sha256": None,
                             "weights_kind": adapter.weights_kind()}
 
     video = None
+    if mode != "seeded":  # a clip needs a target whose input encodes a video (the VAE's latent)
+        frames, height, width = video_size(adapter, shape)
     if mode == "clip":
         src = Path(clip or "")
         if not src.is_file():
@@ -204,7 +205,7 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
     else:
         model = model if model is not None else adapter.load_model(device)
         z = encode_video(model, video, device, shape)
-    if not torch.isfinite(z).all():
+    if z.is_floating_point() and not torch.isfinite(z).all():
         raise InputError("latent has NaN or Inf")
     meta["sha256"] = C.sha256_tensor(z)
     C.save_tensor_atomic({"input": z, "meta": meta}, path)

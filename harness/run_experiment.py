@@ -148,7 +148,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
                 if facts["passed"]:
                     judge(rec, goals, preset, best, a.best_median)
                     rec["strip_png"] = quality_strip_b64(s, out, desc)
-                    if rec["would_be"] in R.KEEPERS and not a.no_profile:
+                    if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
                         rec["profile_md"] = profile_md(s, facts)
         except C.SetupError as e:
             raise Refused(str(e)) from None
@@ -350,7 +350,7 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) 
     why = rec.get("reason") or rerun_note
     R.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({why})" if why else ""))
     written = [R.results_path(), R.leaderboard_path(), R.progress_path(), C.root() / "records"]
-    if status in R.KEEPERS and not rec.get("profile_md") and not rec.get("no_profile"):
+    if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
         print(f"run_experiment: keeper {exp} has no profile in its record; "
               f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
     if status in R.KEEPERS and rec.get("profile_md"):

@@ -9,7 +9,8 @@
 #
 #   bash scripts/gpu_session.sh OUTDIR PLAN [--mp4]
 #
-# PLAN: one experiment a line, `candidate file | extra run_experiment args | description`;
+# PLAN: one experiment a line, `candidate file | extra run_experiment args | description`, the file
+# relative to the target's folder (AUTO_OPTIM_GOALS's, else the repository);
 # blank lines and lines starting with '#' are skipped (experiments/*.plan).
 # --mp4: afterwards, with the best keeper back in optimize.py, run the GPU-only test and decode
 # the benchmark latent to an mp4 (python -m harness.decode --compare), reading the mp4 back.
@@ -26,6 +27,7 @@ out=${1:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
 plan=${2:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
 mp4=${3:-}
 mkdir -p "$out/recs"
+root=$(dirname "${AUTO_OPTIM_GOALS:-goals.json}")   # plan paths are relative to the target's folder
 export PYTHONUNBUFFERED=1
 log() { echo "[$(date +%T)] $*"; }
 
@@ -38,11 +40,11 @@ while IFS='|' read -r cand extra desc; do
   case "$cand" in ''|'#'*) continue ;; esac
   n=$((n + 1))
   rec="$out/recs/$(printf '%02d' "$n").json"
-  [ "$cand" -ef optimize.py ] || cp "$cand" optimize.py
   desc=$(echo "$desc" | sed 's/^ *//; s/ *$//')
   log "experiment $n: $cand: $desc"
   # shellcheck disable=SC2086
-  python3 harness/run_experiment.py --preset "$preset" --measure-only --record-out "$rec" --desc "$desc" $extra 2>&1 | tail -n 25
+  python3 harness/run_experiment.py --preset "$preset" --measure-only --record-out "$rec" --desc "$desc" \
+    --candidate "$root/$cand" $extra 2>&1 | tail -n 25
   [ -f "$rec" ] && python3 harness/run_experiment.py --apply "$rec" 2>&1 | tail -n 5
 done < "$plan"
 
