@@ -150,6 +150,8 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
                     rec["strip_png"] = quality_strip_b64(s, out, desc)
                     if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
                         rec["profile_md"] = profile_md(s, facts)
+                        if not facts["passed"]:  # a profiled call is checked like the others
+                            rec.update(outcome=facts["status"], reason=facts["reason"])
         except C.SetupError as e:
             raise Refused(str(e)) from None
         after = frozen_state()

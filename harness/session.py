@@ -424,4 +424,6 @@ class Session:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while profiling: {e}")
             return None
         facts["executed_flops"] = counted.get("flops")
+        if counted.get("flops_error"):
+            facts["executed_flops_error"] = counted["flops_error"]
         return rep.get("profile")
