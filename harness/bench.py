@@ -66,8 +66,10 @@ def human(f: dict[str, Any]) -> list[str]:
         "  peak memory: " + ("not measured" if f.get("peak_mem_gb") is None else f"{f['peak_mem_gb']:.2f} GB (worker's own report)"),
     ]
     if f.get("flops"):
-        lines.append(f"  {f['flops'] / 1e12:.2f} TFLOP (nominal) -> {f['tflops']:.2f} TFLOP/s; floor {f['floor_s']:.4f} s "
-                     f"(at the goals' rate); {f['pct_of_floor']:.1f}% of floor")
+        line = f"  {f['flops'] / 1e12:.3g} TFLOP (nominal) -> {f['tflops']:.3g} TFLOP/s"
+        if f.get("floor_s"):
+            line += f"; floor {f['floor_s']:.4f} s (at the goals' rate); {f['pct_of_floor']:.1f}% of floor"
+        lines.append(line)
     if "baseline" in f:
         b = f["baseline"]
         lines.append(f"  baselines (same run): fp32 eager {b['fp32_eager_s']:.4f} s "
