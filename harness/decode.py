@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,10 @@ def check_outputs(paths: list[Path], force: bool) -> None:
     parent = paths[0].parent
     if not parent.is_dir():
         raise InputError(f"output directory does not exist: {parent}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"output directory is not writable: {parent}")
+    try:  # try it, rather than trust permission bits (root passes those on a read-only place)
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError:
+        raise InputError(f"output directory is not writable: {parent}") from None
     existing = [str(p) for p in paths if p.exists()]
     if existing and not force:
         raise InputError(f"output exists (use --force to overwrite): {', '.join(existing)}")

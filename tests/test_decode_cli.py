@@ -11,6 +11,7 @@ import torch
 
 av = pytest.importorskip("av", reason="PyAV is not installed")
 
+from conftest import use  # noqa: E402
 from harness import _common, decode  # noqa: E402
 
 # yuv444p at crf 0 is lossless in YUV, so the only error left is the 8-bit RGB <-> limited-range
@@ -29,15 +30,16 @@ def _luma(frames: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def decoded(workspace, vae, tmp_path_factory):
     """One decode of the tiny preset latent with --compare (model load shared with the session)."""
-    adapter = _common.load_adapter(_common.load_goals())
-    patch = pytest.MonkeyPatch()
-    patch.setattr(adapter, "load_model", lambda device="cpu": vae)
-    out = tmp_path_factory.mktemp("decode") / "tiny.mp4"
-    args = argparse.Namespace(latent=_common.input_path("tiny"), out=out, fps=24, crf=0,
-                              compare=True, force=False, preset_free=False, candidate=None,
-                              device="cpu")
-    facts, video = decode.decode(args)
-    patch.undo()
+    with use(workspace):
+        adapter = _common.load_adapter(_common.load_goals())
+        patch = pytest.MonkeyPatch()
+        patch.setattr(adapter, "load_model", lambda device="cpu": vae)
+        out = tmp_path_factory.mktemp("decode") / "tiny.mp4"
+        args = argparse.Namespace(latent=_common.input_path("tiny"), out=out, fps=24, crf=0,
+                                  compare=True, force=False, preset_free=False, candidate=None,
+                                  device="cpu")
+        facts, video = decode.decode(args)
+        patch.undo()
     return facts, video, out
 
 
@@ -73,7 +75,7 @@ def _run(args: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err.strip()
 
 
-def test_bad_inputs_fail_with_one_line(workspace, tmp_path, capsys):
+def test_bad_inputs_fail_with_one_line(at_workspace, tmp_path, capsys):
     good = str(_common.input_path("tiny"))
     out = tmp_path / "v.mp4"
     torch.save(torch.zeros(1, 4, 3, 2, 2), tmp_path / "shape.pt")
@@ -85,6 +87,7 @@ def test_bad_inputs_fail_with_one_line(workspace, tmp_path, capsys):
         "not floating": [str(tmp_path / "dtype.pt"), "--out", str(out)],
         "preset-free": [str(tmp_path / "odd.pt"), "--out", str(out)],
         "does not exist": [good, "--out", str(tmp_path / "nodir" / "v.mp4")],
+        "not writable": [good, "--out", "/proc/v.mp4"],  # checked before any decoding, even as root
         ".mp4": [good, "--out", str(tmp_path / "v.avi")],
     }
     for needle, argv in cases.items():
@@ -93,7 +96,7 @@ def test_bad_inputs_fail_with_one_line(workspace, tmp_path, capsys):
     assert list(tmp_path.glob("*.mp4")) == []
 
 
-def test_existing_output_is_kept(workspace, tmp_path, capsys):
+def test_existing_output_is_kept(at_workspace, tmp_path, capsys):
     out = tmp_path / "v.mp4"
     out.write_bytes(b"precious")
     code, err = _run([str(_common.input_path("tiny")), "--out", str(out)], capsys)
