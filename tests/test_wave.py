@@ -1,0 +1,114 @@
+"""harness/wave.py on the toy target (CPU: one measuring process per member), and the records lock.
+
+Latency by construction, as in test_run_experiment: the frozen toy model sleeps TOY_DELAY_S per
+call and each candidate sets its own sleep, so which member wins does not hang on CPU noise.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import make_toy, use
+from harness import records as R
+from harness.wave import main as wave_main
+from test_run_experiment import DELAY, candidate, git, rows
+
+HANG = '"""hangs in its build"""\nimport time\n\n\ndef build_decoder(model, example_input):\n    time.sleep(600)\n'
+
+
+def wave(ws: Path, *args: str) -> tuple[int, dict, str]:
+    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(DELAY)}
+    p = subprocess.run([sys.executable, str(ws / "harness" / "wave.py"), "--device", "cpu", "--no-profile", *args],
+                       cwd=ws, env=env, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
+
+
+def test_wave(tmp_path: Path) -> None:
+    """Two waves: the first (no baseline yet) keeps the best of three and records a crash beside
+    it; the second records a member that hangs its measuring process, without losing the other."""
+    ws = make_toy(tmp_path / "toy", git=True)
+    (ws / "candidates").mkdir()
+    files = {"slow.py": candidate(0.3), "crash.py": candidate(0.05, body="raise RuntimeError('boom')"),
+             "fast.py": candidate(0.1)}
+    for name, text in files.items():
+        (ws / "candidates" / name).write_text(text)
+    before = (ws / "optimize.py").read_text()
+
+    # A wave refuses at once while an experiment holds the checkout.
+    (ws / "runs").mkdir(exist_ok=True)
+    lock = open(ws / "runs" / "run_experiment.lock", "a+")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with use(ws):
+        assert wave_main(["candidates/fast.py"]) == 2
+    lock.close()
+    assert not (ws / "results.tsv").exists()
+
+    rc, f, out = wave(ws, *(f"candidates/{n}" for n in files))
+    assert rc == 0, out
+    got = rows(ws)
+    # the first member's baseline, then the failed member, then the passing ones best first
+    assert [r["status"] for r in got] == ["baseline", "crash", "keep", "revert"], out
+    assert float(got[2]["median_s"]) < 0.2 < float(got[3]["median_s"])
+    assert "member 1, gpu 1]" in got[1]["desc"] and "member 2, gpu 2]" in got[2]["desc"]
+    assert (ws / "optimize.py").read_text() == files["fast.py"] != before       # the best became optimize.py
+    assert git(ws, "show", f"{got[2]['commit']}:optimize.py") == files["fast.py"]  # ... and was committed
+    assert all((ws / "candidates" / n).read_text() == t for n, t in files.items())  # variants left alone
+    for k, status in enumerate(["REVERT", "CRASH", "KEEP"]):
+        assert f"member {k}  gpu {k}  {list(files)[k]}  " in out and status in out.split(f"member {k}  ")[1].splitlines()[0]
+    assert "fairness: fp32_eager.py" in out and "noise threshold" in out  # every member measured the baseline
+    assert [m["status"] for m in f["members"]] == ["revert", "crash", "keep"] and f["kept"] == got[2]["exp"]
+
+    # A member whose measuring process outlives --member-wall is stopped and recorded; the other is not held up.
+    (ws / "candidates" / "hang.py").write_text(HANG)
+    (ws / "candidates" / "faster.py").write_text(faster := candidate(0.05))
+    rc, f, out = wave(ws, "candidates/hang.py", "candidates/faster.py", "--member-wall", "12")
+    assert rc == 0, out
+    new = rows(ws)[len(got):]
+    assert [r["status"] for r in new] == ["timeout", "keep"], out
+    assert json.loads((ws / "records" / f"{new[0]['exp']}.json").read_text())["reason"].startswith(
+        "the measuring process ran past --member-wall 12 s")
+    assert (ws / "optimize.py").read_text() == faster
+    assert not workers_left(), "the hung member's worker outlived its wave"
+
+
+def workers_left() -> list[str]:
+    """Worker processes started from this checkout (a worker's cwd is the harness's repository)."""
+    repo = Path(__file__).resolve().parent.parent
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and b"harness.worker" in (p / "cmdline").read_bytes() and (p / "cwd").resolve() == repo:
+                found.append(p.name)
+        except OSError:
+            pass
+    return found
+
+
+def _append_many(ws: str, who: int, n: int) -> None:
+    with use(Path(ws)):
+        for _ in range(n):
+            with R.records_lock():  # what apply holds: read, pick the next exp id, append
+                path = R.results_path()
+                exp = R.next_exp_id(R.read_rows(path))
+                R.append_row({"exp": exp, "status": "revert", "desc": f"writer {who}", "median_s": 1.0}, path)
+
+
+def test_concurrent_appends_stay_whole(tmp_path: Path) -> None:
+    """Four processes appending at once under the records lock: every row lands, whole, once."""
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_append_many, args=(str(tmp_path), who, 25)) for who in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    got = R.read_rows(tmp_path / "results.tsv")  # refuses a half-written line
+    assert [r["exp"] for r in got] == [f"e{i:03d}" for i in range(1, 101)]
+    assert sorted(sum(r["desc"] == f"writer {w}" for r in got) for w in range(4)) == [25] * 4
