@@ -8,8 +8,8 @@ Usage:
 
 Measuring. Member k runs `run_experiment.py --measure-only --record-out` (the one measuring path)
 in its own process with CUDA_VISIBLE_DEVICES set to GPU --gpus[k % len]; default: every visible GPU
-(on a CPU, one slot per member). Members beyond the GPU count queue behind run_experiment's device
-lock: one measurement per GPU at a time. The wave holds the checkout lock (runs/run_experiment.lock)
+(on a CPU, one slot per member). Members beyond the GPU count wait for their GPU's earlier
+members; run_experiment's device lock keeps any other measurement off a GPU that is measuring. The wave holds the checkout lock (runs/run_experiment.lock)
 from start to end, so a single experiment refuses while it runs, and the other way round.
 
 Judging. When every member is done its records go through run_experiment's apply, in a fixed
@@ -48,10 +48,29 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _commo
 from harness import _common as C  # noqa: E402
 from harness import records as R  # noqa: E402
 from harness import run_experiment as X  # noqa: E402
+from harness import session  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
 MEMBER_WALL_S = 3 * 3600.0  # a member's measuring process, build and profile included
-GRACE_S = 30.0              # after SIGINT, for the member to close its worker
+_live: set[int] = set()     # the members' measuring processes now running
+_lock = threading.Lock()
+
+
+def kill_orphans() -> None:
+    """Kill what a stopped member left: this process is a subreaper, so its worker (and anything
+    that worker started) was re-parented here. Children that are live members are spared."""
+    with _lock:
+        victims = [pid for pid in session._children() if pid not in _live]
+    for pid in victims:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
 
 
 def gpu_slots(a: argparse.Namespace, device: str, members: int) -> list[str]:
@@ -89,17 +108,18 @@ def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": m["gpu"]}
     t0 = time.perf_counter()
     with open(out / f"m{m['k']}.log", "w") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with _lock:  # registered before another member's kill_orphans can see it
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            _live.add(proc.pid)
         try:
             code = proc.wait(timeout=a.member_wall)
         except subprocess.TimeoutExpired:
             code = None
-            proc.send_signal(signal.SIGINT)  # KeyboardInterrupt: the member closes its worker
-            try:
-                proc.wait(timeout=GRACE_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            kill_orphans()  # its worker (a session of its own) is now this process's child
+        with _lock:
+            _live.discard(proc.pid)
     m["wall_s"] = time.perf_counter() - t0
     if code == 0 and m["record"].is_file():
         m["recs"] = json.loads(m["record"].read_text())["experiments"]
@@ -169,6 +189,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
         members.append({"k": k, "path": f, "source": source, "gpu": gpu, "desc": desc, "record": out / f"m{k}.json"})
     print(f"wave {tag}: {len(members)} members on GPUs {','.join(slots)} ({device}, preset {preset}); logs in {out}")
     frozen_hash = C.frozen_hash()
+    session.become_subreaper()
     t0 = time.perf_counter()
     by_gpu: dict[str, list[dict[str, Any]]] = {}
     for m in members:
@@ -211,7 +232,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
         lines.append(f"member {m['k']}  gpu {m['gpu']}  {m['path'].name}  {med}  {m['result']['status'].upper()}  "
                      f"{m['result']['exp']}{why}")
     lines.append(f"kept: {kept['result']['exp']} ({kept['path'].name}), now optimize.py and committed" if kept
-                 else "kept: none; optimize.py is unchanged")
+                 else "kept: none; optimize.py stays at the best keeper")
     if len(baselines) > 1:
         lines.append(f"baseline: recorded from member {baselines[0][0]['k']}; members "
                      f"{', '.join(str(m['k']) for m, _ in baselines[1:])} measured one too (printed below, not rows)")
