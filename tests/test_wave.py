@@ -112,3 +112,19 @@ def test_concurrent_appends_stay_whole(tmp_path: Path) -> None:
     got = R.read_rows(tmp_path / "results.tsv")  # refuses a half-written line
     assert [r["exp"] for r in got] == [f"e{i:03d}" for i in range(1, 101)]
     assert sorted(sum(r["desc"] == f"writer {w}" for r in got) for w in range(4)) == [25] * 4
+
+
+def test_device_lock_is_per_gpu(tmp_path: Path, monkeypatch) -> None:
+    """Whoever measures holds its GPU's lock (CUDA_VISIBLE_DEVICES's first entry): another
+    measurement on that GPU would wait; one on the next GPU goes ahead."""
+    from harness import run_experiment as X
+
+    with use(tmp_path):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+        with X.device_lock():
+            assert isinstance(R.lock_file(tmp_path / "runs" / "device_2.lock", wait=False), str)  # held
+            free = R.lock_file(tmp_path / "runs" / "device_3.lock", wait=False)
+            assert not isinstance(free, str)
+            free.close()
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+        assert X.device_slot() == "0"
