@@ -238,13 +238,14 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
                      f"{', '.join(str(m['k']) for m, _ in baselines[1:])} measured one too (printed below, not rows)")
     measured = [(f"{Path(r['candidate_file']).name} ({r['candidate_sha'][:8]})", str(r.get("gpu_index", m["gpu"])),
                  r["facts"]["median_s"]) for m in members for r in m["recs"] if r["outcome"] == "measured"]
-    lines += fairness(measured, goals["noise_threshold"])
+    fair = fairness(measured, goals["noise_threshold"])
+    lines += fair
     lines.append(f"wave wall time {wall:.1f} s (longest member {max(m['wall_s'] for m in members):.1f} s)")
     C.emit(lines, {"wave": tag, "exps": [r["exp"] for r in results], "kept": kept["result"]["exp"] if kept else None,
-                   "wall_s": round(wall, 3),
+                   "wall_s": round(wall, 3), "fairness": fair,
                    "members": [{"k": m["k"], "gpu": m["gpu"], "file": str(m["path"]), "exp": m["result"]["exp"],
-                                "status": m["result"]["status"], "median_s": m["result"]["row"].get("median_s")}
-                               for m in members]})
+                                "status": m["result"]["status"], "median_s": m["result"]["row"].get("median_s"),
+                                "wall_s": round(m["wall_s"], 3)} for m in members]})
     return 0 if kept else 1
 
 
