@@ -9,8 +9,9 @@ Usage:
 Measuring. Member k runs `run_experiment.py --measure-only --record-out` (the one measuring path)
 in its own process with CUDA_VISIBLE_DEVICES set to GPU --gpus[k % len]; default: every visible GPU
 (on a CPU, one slot per member). Members beyond the GPU count wait for their GPU's earlier
-members; run_experiment's device lock keeps any other measurement off a GPU that is measuring. The wave holds the checkout lock (runs/run_experiment.lock)
-from start to end, so a single experiment refuses while it runs, and the other way round.
+members; run_experiment's device lock keeps any other measurement off a GPU that is measuring.
+The wave holds the checkout lock (runs/run_experiment.lock) from start to end, so a single
+experiment refuses while it runs, and the other way round.
 
 Judging. When every member is done its records go through run_experiment's apply, in a fixed
 order: failed members first (member order), then passing members best metric first. So the keep
@@ -126,11 +127,14 @@ def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
         return
     tail = [ln for ln in (out / f"m{m['k']}.log").read_text(errors="replace").splitlines() if ln.strip()]
     if code == 2:  # refused (frozen files changed, assets missing): the wave refuses, as one experiment would
-        m["refused"] = next((ln[len("REFUSED: "):] for ln in tail if ln.startswith("REFUSED: ")), tail[-1] if tail else "?")
+        said = [ln[len("REFUSED: "):] for ln in tail if ln.startswith("REFUSED: ")]
+        m["refused"] = (said or tail or ["?"])[-1]
     elif code is None:
-        m["failure"] = ("timeout", f"the measuring process ran past --member-wall {a.member_wall:.0f} s and was stopped")
+        m["failure"] = ("timeout", f"the measuring process ran past --member-wall {a.member_wall:.0f} s "
+                                   "and was stopped")
     else:
-        how = f"killed by signal {-code}" + (" (out of memory?)" if code == -9 else "") if code < 0 else f"exited {code}"
+        oom = " (out of memory?)" if code == -9 else ""
+        how = f"killed by signal {-code}{oom}" if code < 0 else f"exited {code}"
         m["failure"] = ("crash", f"the measuring process {how}" + (f": {tail[-1][:300]}" if tail else ""))
 
 
