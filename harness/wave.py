@@ -238,8 +238,9 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
     lines.append(f"kept: {kept['result']['exp']} ({kept['path'].name}), now optimize.py and committed" if kept
                  else "kept: none; optimize.py stays at the best keeper")
     if len(baselines) > 1:
-        lines.append(f"baseline: recorded from member {baselines[0][0]['k']}; members "
-                     f"{', '.join(str(m['k']) for m, _ in baselines[1:])} measured one too (printed below, not rows)")
+        others = ", ".join(str(m["k"]) for m, _ in baselines[1:])
+        lines.append(f"baseline: recorded from member {baselines[0][0]['k']}; member{'s' if len(baselines) > 2 else ''} "
+                     f"{others} measured one too (printed below, not rows)")
     measured = [(f"{Path(r['candidate_file']).name} ({r['candidate_sha'][:8]})", str(r.get("gpu_index", m["gpu"])),
                  r["facts"]["median_s"]) for m in members for r in m["recs"] if r["outcome"] == "measured"]
     fair = fairness(measured, goals["noise_threshold"])
