@@ -5,18 +5,23 @@ Usage:
     python harness/records.py show             # print the rows of results.tsv
 
 Importable: read_rows, append_row, next_exp_id, baseline_row, best_row, write_leaderboard,
-append_progress. Every write replaces the whole file atomically (temp file + rename); an append
-that would change an existing row is refused.
+append_progress, records_lock, lock_file. Every write replaces the whole file atomically (temp file
++ rename); an append that would change an existing row is refused. Writers that may run at the same
+time (a wave's members, an --apply beside it) hold records_lock() from reading the rows to the last
+write, so no row is lost and no exp id is given twice.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import os
 import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 from harness import _common as C  # noqa: E402
@@ -98,6 +103,35 @@ def append_row(row: dict[str, Any], path: Path | None = None) -> str:
         raise C.SetupError(f"{path} changed while being appended to; nothing written")
     C.atomic_write(path, new + line)
     return line
+
+
+def lock_file(path: Path, wait: bool) -> Any:
+    """An exclusive lock on `path`, held while the returned file is open (the OS frees it if the
+    process dies). wait=False: the holder's note (a str) at once when another process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        return holder
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()}, since {utc_now()}")
+    f.flush()
+    return f
+
+
+@contextlib.contextmanager
+def records_lock() -> Iterator[None]:
+    """One writer of results.tsv, leaderboard.md, records/ and PROGRESS.md at a time; the others wait."""
+    f = lock_file(C.root() / "runs" / "records.lock", wait=True)
+    try:
+        yield
+    finally:
+        f.close()
 
 
 def next_exp_id(rows: list[dict[str, str]]) -> str:

@@ -27,7 +27,12 @@ keeper), regenerates leaderboard.md and progress.png and adds a line to PROGRESS
 
 Tamper check: the frozen files (harness/, model/, goals.json) are hashed before and after; a
 change during the run voids it (status `tampered`, nothing kept or committed). A run refuses to
-start while another holds the lock, or when the frozen files differ from the baseline's.
+start when the frozen files differ from the baseline's.
+
+Locks (runs/). run_experiment.lock: one experiment or one wave (harness/wave.py) per checkout; a
+second refuses at once. device_<i>.lock: whoever measures on GPU i (CUDA_VISIBLE_DEVICES's first
+entry, else 0) holds it, and a second measurement there waits. records.lock: held by apply from
+reading results.tsv to the last write, so writers that finish together stay whole.
 
 Record-file mode, for a GPU machine without .git: --measure-only measures (and profiles a
 would-be keeper, judged against --best-median or results.tsv there) and writes a JSON record;
@@ -40,9 +45,9 @@ from __future__ import annotations
 
 import argparse
 import base64
-import fcntl
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -91,21 +96,29 @@ def frozen_state() -> dict[str, str]:
 
 
 def acquire_lock() -> Any:
-    """One experiment at a time per checkout: a second one refuses at once instead of measuring
-    beside the first (both numbers would be wrong)."""
-    path = C.root() / "runs" / "run_experiment.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "another process"
-        raise Refused(f"another experiment is running in this checkout ({holder}); wait for it to finish") from None
-    f.seek(0)
-    f.truncate()
-    f.write(f"pid {os.getpid()}, started {R.utc_now()}")
-    f.flush()
+    """One experiment (or one wave, harness/wave.py) at a time per checkout: a second one refuses
+    at once instead of measuring beside the first (both numbers would be wrong)."""
+    f = R.lock_file(C.root() / "runs" / "run_experiment.lock", wait=False)
+    if isinstance(f, str):
+        raise Refused(f"another experiment is running in this checkout ({f}); wait for it to finish")
+    return f
+
+
+def device_slot() -> str:
+    """The GPU this process measures on, as the wave names it: CUDA_VISIBLE_DEVICES's first entry
+    (a wave member's), else 0 (torch's default device). On a CPU a wave gives each member a slot too."""
+    first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+    return re.sub(r"[^\w-]", "", first) or "0"
+
+
+def device_lock() -> Any:
+    """Two measurements never share a GPU: whoever measures holds runs/device_<slot>.lock, and a
+    second measurement on that GPU waits for it (a wave's members queue this way)."""
+    path = C.root() / "runs" / f"device_{device_slot()}.lock"
+    f = R.lock_file(path, wait=False)
+    if isinstance(f, str):
+        print(f"run_experiment: GPU {device_slot()} is measuring ({f}); waiting for it", file=sys.stderr)
+        f = R.lock_file(path, wait=True)
     return f
 
 
@@ -135,7 +148,8 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     for path, desc, is_baseline in plan:
         t0 = time.perf_counter()
         rec = {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": R.utc_now(),
-               "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "strip_png": None}
+               "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "strip_png": None,
+               "gpu_index": device_slot()}
         try:
             with Session(path, preset, device, unsandboxed=a.unsandboxed, timeout=a.timeout) as s:
                 rec["source"] = s.source.decode()
@@ -284,7 +298,13 @@ def restore(best: dict[str, str] | None, target: Path, preset: str, repo: Any) -
 
 
 def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) -> tuple[int, dict[str, Any]]:
-    """Decide against results.tsv, record, restore or commit. Returns (exit code, facts)."""
+    """Decide against results.tsv, record, restore or commit. Returns (exit code, facts).
+    Under the records lock: a wave or a second --apply never interleaves its rows and commits."""
+    with R.records_lock():
+        return _apply(rec, goals, rebaseline)
+
+
+def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tuple[int, dict[str, Any]]:
     target = (C.root() / goals["candidate"]).resolve()
     cand = Path(rec.get("candidate_file") or target).resolve()
     rows = R.read_rows()
@@ -453,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         goals = C.load_goals()
-        lock = acquire_lock()
+        # Measuring alone (a wave member, a cloud run) records nothing: it needs only its GPU.
+        lock = None if a.measure_only else acquire_lock()
         if a.apply:
             try:
                 data = json.loads(a.apply.read_text())
@@ -465,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise Refused("--desc is required: say what this experiment changes")
             if a.measure_only and not a.record_out:
                 raise Refused("--measure-only needs --record-out FILE.json")
-            recs = measure(a, goals)
+            with device_lock():
+                recs = measure(a, goals)
             for rec in recs:
                 rec["no_profile"] = a.no_profile
             if a.measure_only:

@@ -132,6 +132,7 @@ UNSANDBOXED_ALLOWED = [
     "python3 harness/verify.py --preset tiny --candidate /tmp/try.py",
     "python harness/bench.py --baseline",
     "python harness/profile.py --out profiles/e012.md",
+    "python harness/wave.py candidates/a.py candidates/b.py --no-profile",
     "nvidia-smi",
     "nvidia-smi --query-gpu=name,clocks.sm --format=csv",
 ]
@@ -250,6 +251,19 @@ def test_short_recorded_sha_prefix_counts(project):
     assert decision(run_hook("stop_gate.py", stop(project), project)) == {}
 
 
+def test_stop_blocked_while_a_wave_variant_is_unmeasured(project):
+    """A variant written to candidates/ must be measured (wave.py) or deleted before the turn ends."""
+    write_rows(project, ("e001", "baseline", sha(project / "optimize.py")))
+    (project / "candidates").mkdir()
+    (project / "candidates" / "README.md").write_text("notes are not candidates\n")
+    variant = project / "candidates" / "a.py"
+    variant.write_text("def build_decoder(vae, z):\n    return vae.decode, {'v': 'a'}\n")
+    out = json.loads(run_hook("stop_gate.py", stop(project), project).stdout)
+    assert out["decision"] == "block" and "candidates/a.py" in out["reason"] and "harness/wave.py" in out["reason"]
+    write_rows(project, ("e001", "baseline", sha(project / "optimize.py")), ("e002", "revert", sha(variant)[:16]))
+    assert run_hook("stop_gate.py", stop(project), project).stdout.strip() == ""
+
+
 def test_stop_allowed_after_revert_restored_the_keeper(project):
     keeper = sha(project / "optimize.py")
     write_rows(project, ("e001", "baseline", keeper), ("e002", "keep", keeper), ("e003", "revert", "ab" * 32))
@@ -358,7 +372,7 @@ def test_settings_json_denies_every_frozen_path_and_requires_the_sandbox():
     # the harness leaves the sandbox by dangerouslyDisableSandbox, approved by these allow rules only
     assert sandbox["allowUnsandboxedCommands"] is True and "excludedCommands" not in sandbox
     assert {r for r in s["permissions"]["allow"] if r.startswith("Bash(")} == {
-        f"Bash(python harness/{x}.py:*)" for x in ("run_experiment", "verify", "bench", "profile")} | {"Bash(nvidia-smi:*)"}
+        f"Bash(python harness/{x}.py:*)" for x in ("run_experiment", "wave", "verify", "bench", "profile")} | {"Bash(nvidia-smi:*)"}
 
 
 # The tools Claude Code 2.1.330 offers (the native Linux build, read from its API requests): a

@@ -24,6 +24,9 @@ from typing import Any
 # .claude/settings.json denies the agent writes to each (and to .git/), file tools and shell alike.
 FROZEN = ("harness", "model", "goals.json", "assets", "results.tsv", "leaderboard.md", ".claude")
 
+# Where the agent writes the variants of a wave (harness/wave.py): beside the candidate, writable.
+CANDIDATES_DIR = "candidates"
+
 # The subagent that runs experiments (.claude/agents/): the one subagent that edits the candidate.
 OPTIMIZER_AGENT = "model-optimizer"
 

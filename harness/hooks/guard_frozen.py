@@ -8,7 +8,7 @@ same rules make the Bash sandbox (bubblewrap) mount those paths read-only for ev
 Two things are left to this hook:
   - Bash calls with `dangerouslyDisableSandbox: true` (the harness must run outside the sandbox:
     inside, /dev has no GPU and results.tsv is read-only). Allowed only for one plain command at
-    the project root: `python harness/{run_experiment,verify,bench,profile}.py ARGS` (no
+    the project root: `python harness/{run_experiment,wave,verify,bench,profile}.py ARGS` (no
     `--rebaseline`: a person's decision) or a read-only `nvidia-smi`; no operators, redirections,
     `$`, backticks or newlines that would run something else unsandboxed; and only while nothing
     the sandboxed agent wrote at the root can be imported by the harness in place of a real module
@@ -36,7 +36,7 @@ from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload
 
 # The file tools of Claude Code 2.1.330 (MultiEdit is gone; Grep and Glob are not tools in native builds).
 EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
-HARNESS_SCRIPTS = {"run_experiment.py", "verify.py", "bench.py", "profile.py"}
+HARNESS_SCRIPTS = {"run_experiment.py", "wave.py", "verify.py", "bench.py", "profile.py"}
 PYTHON = re.compile(r"^python3?$")
 OPERATOR = re.compile(r"^[();<>|&]+$")
 NVIDIA_SMI_READS = re.compile(r"^(-L|-q|--query-gpu=[\w.,]+|--format=[\w,]+)$")
@@ -101,7 +101,7 @@ def check_unsandboxed(command: str, cwd: Path, root: Path) -> None:
             return
         raise Blocked("outside the sandbox nvidia-smi may only read (-L, -q, --query-gpu=, --format=).")
     if not harness_script(tokens):
-        raise Blocked("only the harness (python harness/run_experiment.py, verify.py, bench.py, profile.py) and "
+        raise Blocked("only the harness (python harness/run_experiment.py, wave.py, verify.py, bench.py, profile.py) and "
                       "nvidia-smi run outside the sandbox; everything else runs inside it.")
     if rebaselines(tokens):
         raise Blocked("`run_experiment.py --rebaseline` accepts changed frozen files; only a person may run it.")

@@ -7,14 +7,18 @@ instruction) while either holds:
   - the candidate file (goals.json "candidate", optimize.py) differs from the candidate_sha of
     the last row of results.tsv, and, after a row that is not a keeper, from its committed version
     (run_experiment puts the best keeper, which is committed, back after a revert or a failed gate);
-  - the last row's status is gate_fail, crash, timeout or tampered (the last thing tried is red).
+  - the last row's status is gate_fail, crash, timeout or tampered (the last thing tried is red;
+    a wave (harness/wave.py) records its failed members first, so its last row is red only when
+    every member failed);
+  - a variant in candidates/ (*.py) has no row with its sha256: written for a wave, never measured.
 With no results.tsv rows yet, it refuses only while the candidate differs from its committed
-version (git), so a fresh checkout never traps a person who only asked a question.
+version (git) or a variant waits unmeasured, so a fresh checkout never traps a person who only
+asked a question.
 
 Who it applies to: the main agent (Stop) and the model-optimizer subagent (SubagentStop with
 agent_type "model-optimizer"); other subagents (Explore, general-purpose) edit nothing and pass.
 While the Stop payload's background_tasks lists work that will settle the candidate (a running
-model-optimizer subagent, or a background shell running run_experiment.py), the main agent may
+model-optimizer subagent, or a background shell running run_experiment.py or wave.py), the main agent may
 stop: the candidate is that work's to record, and Claude Code wakes the main agent when it ends,
 so the next Stop is gated again. Telling it to record or check out the file now would fight the
 subagent that is editing it.
@@ -39,13 +43,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload, sha256_file  # noqa: E402
+from _hooklib import CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload, sha256_file  # noqa: E402
 
 RED = ("gate_fail", "crash", "timeout", "tampered")
 IN_FLIGHT = ("running", "pending")
 KEEPERS = ("baseline", "keep")
 RUN = ('python harness/run_experiment.py --desc "<one line: what you changed and why>" '
        "(one plain Bash command with dangerouslyDisableSandbox: true)")
+WAVE = "python harness/wave.py {files} (one plain Bash command with dangerouslyDisableSandbox: true)"
 # .git is read-only to the agent's shell (only run_experiment commits), so restore by reading git.
 RESTORE = "git show HEAD:{name} > {name}"
 
@@ -73,7 +78,7 @@ def problem(root: Path) -> str | None:
             return (f"{name} differs from its committed version and no experiment is recorded yet. "
                     f"Record it (the first experiment becomes the baseline): {RUN} "
                     f"-- or drop the change with `{RESTORE.format(name=name)}`.")
-        return None
+        return unmeasured_variants(root, rows)
     last = rows[-1]
     exp, status = last.get("exp", "?"), (last.get("status") or "").strip()
     if not cand.is_file():
@@ -95,7 +100,20 @@ def problem(root: Path) -> str | None:
                 f"Read its output (results.tsv, PROGRESS.md), fix the cause in {name} and run: {RUN} "
                 f"-- or, if you abandon that idea, note it under Dead ends in PROGRESS.md and re-measure the "
                 f'current best: python harness/run_experiment.py --desc "re-measure best after {exp}"')
-    return None
+    return unmeasured_variants(root, rows)
+
+
+def unmeasured_variants(root: Path, rows: list[dict[str, str]]) -> str | None:
+    """A wave's variant (candidates/*.py) that no row measured: written, never recorded."""
+    folder = root / CANDIDATES_DIR
+    recorded = [r.get("candidate_sha") for r in rows]
+    files = sorted(folder.glob("*.py")) if folder.is_dir() else []
+    new = [f for f in files if not any(same_sha(sha256_file(f), r) for r in recorded)]
+    if not new:
+        return None
+    names = " ".join(f"{CANDIDATES_DIR}/{f.name}" for f in new)
+    return (f"{names}: not measured yet (no row of results.tsv has its sha256). Measure them in one wave: "
+            f"{WAVE.format(files=names)} -- or delete the ones you dropped.")
 
 
 def committed_differs(root: Path, name: str) -> bool:
@@ -121,7 +139,8 @@ def settles_candidate(task: dict) -> bool:
     """A background task still in flight that will edit or record the candidate."""
     if str(task.get("status", "")) not in IN_FLIGHT:
         return False
-    return task.get("agent_type") == OPTIMIZER_AGENT or "run_experiment.py" in str(task.get("command", ""))
+    command = str(task.get("command", ""))
+    return task.get("agent_type") == OPTIMIZER_AGENT or "run_experiment.py" in command or "wave.py" in command
 
 
 def gated(payload: dict) -> bool:
