@@ -190,7 +190,7 @@ def write_comparison(reference: torch.Tensor, video: torch.Tensor, clip: Path, s
 
     from harness import plots
 
-    verdict = _common.compare(video, reference, goals["gate"])
+    verdict = _common.load_adapter(goals).compare(video, reference, goals["gate"])  # the target's own gate
     ref_frames, cand_frames = to_frames(reference), to_frames(video)
     diffs = [plots.amplified_difference(r, c, AMPLIFY) for r, c in zip(ref_frames, cand_frames)]
     side_by_side = np.concatenate([ref_frames, cand_frames, np.stack(diffs)], axis=2)
@@ -199,13 +199,13 @@ def write_comparison(reference: torch.Tensor, video: torch.Tensor, clip: Path, s
     tmp = strip.with_name(f".{strip.stem}.tmp{os.getpid()}.png")
     try:
         plots.quality_strip(reference[0, :, worst], video[0, :, worst], tmp, amplify=AMPLIFY,
-                            title=f"frame {worst}: PSNR {verdict['psnr_db']:.2f} dB, "
+                            title=f"frame {worst}: {goals['gate'].get('quality_name', 'quality')} {verdict['quality']:.2f}, "
                                   f"max abs {verdict['max_abs']:.2e} (whole clip)")
         os.replace(tmp, strip)
     finally:
         tmp.unlink(missing_ok=True)
     return {"compare_out": str(clip), "strip_out": str(strip), "strip_frame": worst,
-            "psnr_db": verdict["psnr_db"], "max_abs": verdict["max_abs"], "gate_passed": verdict["passed"]}
+            "quality": verdict["quality"], "max_abs": verdict["max_abs"], "gate_passed": verdict["passed"]}
 
 
 def main(argv: list[str] | None = None) -> int:
