@@ -106,7 +106,10 @@ def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
         if value is not None:
             cmd += [flag, str(value)]
     cmd += [f for f, on in (("--no-profile", a.no_profile), ("--unsandboxed", a.unsandboxed)) if on]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": m["gpu"]}
+    # The host's cores shared out: members that each start as many threads as there are cores
+    # slowed each other's start-up twofold (four on a 64-core H200 host).
+    threads = str(max(1, (os.cpu_count() or 1) // m["parallel"]))
+    env = {"OMP_NUM_THREADS": threads, **os.environ, "CUDA_VISIBLE_DEVICES": m["gpu"]}
     t0 = time.perf_counter()
     with open(out / f"m{m['k']}.log", "w") as log:
         with _lock:  # registered before another member's kill_orphans can see it
@@ -190,7 +193,8 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
         source = f.read_text()
         gpu = slots[k % len(slots)]
         desc = f"{member_desc(f, source, a.desc)} [wave {tag} member {k}, gpu {gpu}]"
-        members.append({"k": k, "path": f, "source": source, "gpu": gpu, "desc": desc, "record": out / f"m{k}.json"})
+        members.append({"k": k, "path": f, "source": source, "gpu": gpu, "desc": desc, "record": out / f"m{k}.json",
+                        "parallel": min(len(slots), len(files))})
     print(f"wave {tag}: {len(members)} members on GPUs {','.join(slots)} ({device}, preset {preset}); logs in {out}")
     frozen_hash = C.frozen_hash()
     session.become_subreaper()
