@@ -91,10 +91,6 @@ def is_rerun(candidate_sha: str, best: dict[str, str] | None) -> bool:
     return best is not None and best["status"] == "keep" and candidate_sha.startswith(best["candidate_sha"])
 
 
-def frozen_state() -> dict[str, str]:
-    return C.frozen_files()
-
-
 def acquire_lock() -> Any:
     """One experiment (or one wave, harness/wave.py) at a time per checkout: a second one refuses
     at once instead of measuring beside the first (both numbers would be wrong)."""
@@ -135,7 +131,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
         raise Refused(f"candidate file not found: {cand}")
     rows = R.read_rows()
     gpu = C.env_info(device)["gpu"]
-    frozen = frozen_state()
+    frozen = C.frozen_files()
     fh = C.frozen_hash(frozen)
     base = R.baseline_row(rows, preset, gpu)
     first = a.rebaseline or base is None
@@ -168,7 +164,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
                             rec.update(outcome=facts["status"], reason=facts["reason"])
         except C.SetupError as e:
             raise Refused(str(e)) from None
-        after = frozen_state()
+        after = C.frozen_files()
         if after != frozen:
             changed = sorted(k for k in set(frozen) | set(after) if frozen.get(k) != after.get(k))
             rec.update(outcome="tampered", reason=f"frozen file {changed[0]} changed during the run "

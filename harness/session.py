@@ -320,18 +320,23 @@ class Session:
         _rng.shuffle(plan)
         return plan
 
-    def _call(self, op: str, which: tuple[str, int | None], facts: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-        """Hand over one input, time until the complete output is held here, check it."""
-        kind, i = which
-        x, ref = (self.bench_x, self.bench_ref) if kind == "benchmark" else (self.pool[i]["input"], self.pool[i]["output"])
-        self.inp.tensor.copy_(x)
+    def _round_trip(self, op: str) -> tuple[float, dict[str, Any]]:
+        """Poison the output buffer, ask for `op`, copy the output here: the seconds from asking to
+        holding it (the clock every call and the boundary's calibration are timed by), and the reply."""
         _poison(self.out.tensor)
         C.sync(self.device)
         t0 = time.perf_counter()
         reply = self.worker.request(op, self.timeouts["call_s"])
         self.private_out.copy_(self.out.tensor)
         C.sync(self.device)
-        seconds = time.perf_counter() - t0
+        return time.perf_counter() - t0, reply
+
+    def _call(self, op: str, which: tuple[str, int | None], facts: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        """Hand over one input, time until the complete output is held here, check it."""
+        kind, i = which
+        x, ref = (self.bench_x, self.bench_ref) if kind == "benchmark" else (self.pool[i]["input"], self.pool[i]["output"])
+        self.inp.tensor.copy_(x)
+        seconds, reply = self._round_trip(op)
         self.calls_made += 1
         name = "benchmark input" if kind == "benchmark" else f"fresh input {self.calls_made}"
         if reply.get("error"):
@@ -366,16 +371,7 @@ class Session:
             "want_frame": want_frame, "worker_load_s": self.load_s,
         }
         try:
-            null = []
-            for _ in range(CALIBRATIONS):
-                _poison(self.out.tensor)
-                C.sync(self.device)
-                t0 = time.perf_counter()
-                self.worker.request("calibrate", self.timeouts["call_s"])
-                self.private_out.copy_(self.out.tensor)
-                C.sync(self.device)
-                null.append(time.perf_counter() - t0)
-            facts["boundary_s"] = statistics.median(null)
+            facts["boundary_s"] = statistics.median(self._round_trip("calibrate")[0] for _ in range(CALIBRATIONS))
             example = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), self.device)
             self.inp.tensor.copy_(example.to(self.bench_x.dtype))
             C.sync(self.device)
