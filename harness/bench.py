@@ -6,7 +6,8 @@ Usage:
 
 The calls run in a sandboxed worker exactly as verify's do (harness/session.py); the clock is
 read by this process, from handing an input over to holding the complete output, and every
-output is checked, so a timed call cannot be told from a checked one.
+output is checked, so a timed call cannot be told from a checked one. One more call (a fresh
+input, checked) counts the FLOPs the candidate executes, for the floor (harness/floor.py).
 
 --baseline first measures the frozen model's eager forward in fp32 (PyTorch defaults) and in bf16
 (harness/baselines/), each in its own worker the same way, in this same run before the candidate,
@@ -25,6 +26,7 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 from harness import _common as C  # noqa: E402
+from harness import floor  # noqa: E402
 from harness.session import Session  # noqa: E402
 
 BASELINES = Path(__file__).resolve().parent / "baselines"
@@ -48,6 +50,9 @@ def measure(candidate: Path | None = None, preset: str | None = None, device: st
     base = time_baselines(preset, device, runs, unsandboxed) if baseline else None
     with Session(candidate, preset, device, unsandboxed=unsandboxed, runs=runs) as s:
         facts = s.measure()
+        if facts["passed"]:
+            s.count_flops(facts)
+        floor.annotate(facts, s.goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
     if base and facts["passed"]:
         facts["baseline"] = {**base, "speedup_vs_fp32": base["fp32_eager_s"] / facts["median_s"],
                              "speedup_vs_bf16": base["bf16_eager_s"] / facts["median_s"]}
@@ -66,10 +71,13 @@ def human(f: dict[str, Any]) -> list[str]:
         "  peak memory: " + ("not measured" if f.get("peak_mem_gb") is None else f"{f['peak_mem_gb']:.2f} GB (worker's own report)"),
     ]
     if f.get("flops"):
-        line = f"  {f['flops'] / 1e12:.3g} TFLOP (nominal) -> {f['tflops']:.3g} TFLOP/s"
-        if f.get("floor_s"):
-            line += f"; floor {f['floor_s']:.4f} s (at the goals' rate); {f['pct_of_floor']:.1f}% of floor"
-        lines.append(line)
+        executed = f"executed {f['executed_flops'] / 1e12:.4g} TFLOP, " if f.get("executed_flops") else ""
+        lines.append(f"  {executed}nominal {f['flops'] / 1e12:.4g} TFLOP (the model's own forward) -> "
+                     f"{f['tflops']:.4g} TFLOP/s at the nominal count")
+    if f.get("floor_s"):
+        lines.append(f"  floor {f['floor_s']:.4g} s: {f['floor_note']}; the median is {f['x_floor']:.2f}x the floor")
+    else:
+        lines.append(f"  {f.get('floor_note', 'no floor')}")
     if "baseline" in f:
         b = f["baseline"]
         lines.append(f"  baselines (same run): fp32 eager {b['fp32_eager_s']:.4f} s "

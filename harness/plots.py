@@ -6,8 +6,8 @@ Usage:
 `render_progress(results_tsv, out_png, goals)`: the metric per experiment (goals.json "metric": a
 median latency, or a throughput where higher is better) of the most recent preset + GPU, the
 best-so-far line through the keepers (restarting at each baseline), gate failures / crashes /
-timeouts / tampered runs marked along the edge, and for a latency the floor (FLOPs / goals.json
-floor.rate_tflops) as a dashed line.
+timeouts / tampered runs marked along the edge, and for a latency the best row's floor (its record's
+floor_s: harness/floor.py) as a dashed line.
 `quality_strip(reference_frame, candidate_frame, out_png, amplify=...)`: reference | candidate |
 amplified |difference| of one frame, labelled.
 
@@ -17,7 +17,7 @@ matplotlib is imported lazily (the GPU machine has none; callers skip the pictur
 from __future__ import annotations
 
 import argparse
-import functools
+import json
 import math
 import sys
 from pathlib import Path
@@ -58,16 +58,15 @@ def _float(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-@functools.lru_cache(maxsize=8)
-def floor_seconds(preset: str) -> float | None:
-    """FLOPs of one decode at the preset over the floor rate; None when goals lack either."""
+def floor_seconds(results_tsv: Path, best: dict[str, str] | None) -> float | None:
+    """The floor of the best row, as its record says (harness/floor.py: the executed FLOPs at the
+    measuring machine's probed peak); None when it has none."""
+    if best is None:
+        return None
     try:
-        goals = _common.load_goals()
-        shape = goals["presets"][preset]["input_shape"]
-        rate = float(goals["floor"]["rate_tflops"]) * 1e12
-        return _common.load_adapter(goals).flops(shape) / rate
-    except Exception as e:  # noqa: BLE001 - the picture is still useful without the floor
-        print(f"plots: no floor line ({type(e).__name__}: {e})", file=sys.stderr)
+        facts = json.loads((Path(results_tsv).parent / "records" / f"{best['exp']}.json").read_text())["facts"]
+        return _float(str(facts.get("floor_s")))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -128,9 +127,9 @@ def render_progress(results_tsv: Path, out_png: Path, goals: dict[str, Any] | No
         label = f"best since its baseline ({segments[-1][-1][1]:.3g} {spec.get('unit', '')} now)" if i == 0 else None
         ax.step(*zip(*seg), where="post", color="tab:green", label=label)
 
-    floor = floor_seconds(preset) if preset and better == "lower" else None
+    floor = floor_seconds(results_tsv, records.best_row(rows, preset, gpu, better)) if better == "lower" else None
     if floor:
-        ax.axhline(floor, color="black", linestyle="--", label=f"floor {floor:.3g} s (FLOPs / rate)")
+        ax.axhline(floor, color="black", linestyle="--", label=f"floor of the best row {floor:.3g} s (its work at the probed peak)")
     ax.set_yscale("log")
     ax.set_xticks(xs, [r.get("exp", str(x)) for x, r in zip(xs, rows)],
                   rotation=90 if len(xs) > 15 else 0, fontsize=8)

@@ -1,5 +1,6 @@
-"""Make the assets for a preset if they are missing: the input, its strict-fp32 reference and the
-pool of fresh inputs with their references (harness/make_reference.py).
+"""Make the assets for a preset if they are missing: the input, its strict-fp32 reference, the
+pool of fresh inputs with their references (harness/make_reference.py), and once per machine the
+probe of its peak rates that the floor is measured against (harness/floor.py).
 
 Usage:
     python harness/prepare.py [--preset P] [--device cpu|cuda] [--seeded]
@@ -28,19 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--seeded", action="store_true", help="use the seeded input, not a clip")
     a = p.parse_args(argv)
-    from harness import make_latent, make_reference  # after argparse: --help stays fast
+    from harness import floor, make_latent, make_reference  # after argparse: --help stays fast
 
     try:
         goals = C.load_goals()
         device = a.device or C.default_device()
         preset = C.pick_preset(goals, a.preset, device)
         made = []
-        model = None
         if not C.input_path(preset).is_file():
             made.append(make_latent.run(preset, mode="seeded" if a.seeded else "default", device=device)["path"])
+        adapter = C.load_adapter(goals)
         if not C.reference_path(preset).is_file() or not C.pool_dir(preset).is_dir():
-            model = C.load_adapter(goals).load_model(device)
-            made += make_reference.run(preset, device=device, model=model)["made"]
+            made += make_reference.run(preset, device=device, model=adapter.load_model(device))["made"]
+        peak, probed = floor.ensure_peak(device, adapter)
+        if probed:
+            made.append(str(floor.peak_path(peak["gpu"])))
     except C.SetupError as e:  # make_latent's InputError is one, as are bad goals
         print(f"prepare: {e}", file=sys.stderr)
         return 2

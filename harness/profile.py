@@ -9,7 +9,8 @@ checked), under torch.profiler. Reports the top kernels by GPU time (ops by CPU 
 by category (convolution, attention/matmul, norm/elementwise, copy/cat/pad, other), the GPU busy
 fraction (union of kernel time / the median call time the harness measured), kernel launches per
 call, the share of GPU time outside the largest category, and graph breaks when the candidate
-uses torch.compile. run_experiment profiles every keeper in the same worker that timed it.
+uses torch.compile, and the executed FLOPs against the floor (harness/floor.py). run_experiment
+profiles every keeper in the same worker that timed it.
 The kernel figures are measured inside the candidate's own process, so they inform; they are
 never the metric.
 Exit: 0 written, 1 the candidate crashed or failed the gate, 2 broken setup.
@@ -127,6 +128,7 @@ def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
             "cuda": facts.get("cuda"), "cudnn": facts.get("cudnn"), "candidate": facts["candidate"],
             "input": "a fresh pool input", "info": facts.get("info"), "wall_s": wall,
             "busy_fraction": min(1.0, summary["busy_s"] / wall) if wall > 0 else None,
+            **{k: facts.get(k) for k in ("executed_flops", "flops", "floor_s", "floor_note", "x_floor")},
             "outside_largest": 1 - max(cats.values()) / total, "largest_category": max(cats, key=cats.get)}
 
 
@@ -143,6 +145,11 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
         f"- share of {u} time outside the largest category ({r['largest_category']}): {r['outside_largest']:.1%}",
         f"- {'kernel launches' if u == 'GPU' else 'aten ops'} per forward: {r['launches']}",
     ]
+    if r.get("executed_flops") and r.get("flops"):
+        lines.append(f"- FLOPs: {r['executed_flops'] / 1e12:.6g} T executed (counted around one call in the worker), "
+                     f"{r['flops'] / 1e12:.6g} T nominal (the model's own forward)")
+    if r.get("floor_s"):
+        lines.append(f"- floor {r['floor_s']:.4g} s ({r['floor_note']}); the call is {r['x_floor']:.2f}x the floor")
     c = r["compile"]
     lines.append("- torch.compile: not used" if c is None else
                  f"- torch.compile: {c['graph_breaks']} graph breaks, {c['unique_graphs']} unique graphs")
@@ -160,6 +167,7 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from harness import floor
     from harness.session import Session
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -175,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         with Session(a.candidate, a.preset, a.device, unsandboxed=a.unsandboxed) as s:
             facts = s.measure()
             summary = s.profile(facts) if facts["passed"] else None
+            floor.annotate(facts, s.goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
     except C.SetupError as e:
         C.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}"})
         return 2

@@ -55,6 +55,7 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 from harness import _common as C  # noqa: E402
+from harness import floor  # noqa: E402
 from harness import records as R  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
@@ -144,7 +145,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     for path, desc, is_baseline in plan:
         t0 = time.perf_counter()
         rec = {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": R.utc_now(),
-               "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "strip_png": None,
+               "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "profile": None, "strip_png": None,
                "gpu_index": device_slot()}
         try:
             with Session(path, preset, device, unsandboxed=a.unsandboxed, timeout=a.timeout) as s:
@@ -159,9 +160,10 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
                     judge(rec, goals, preset, best, a.best_median)
                     rec["strip_png"] = quality_strip_b64(s, out, desc)
                     if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
-                        rec["profile_md"] = profile_md(s, facts)
+                        rec["profile_md"], rec["profile"] = profile_md(s, facts, goals)
                         if not facts["passed"]:  # a profiled call is checked like the others
                             rec.update(outcome=facts["status"], reason=facts["reason"])
+                floor.annotate(facts, goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
         except C.SetupError as e:
             raise Refused(str(e)) from None
         after = C.frozen_files()
@@ -197,17 +199,16 @@ def judge(rec: dict[str, Any], goals: dict[str, Any], preset: str, best: dict[st
         rec["would_be"] = decide(rec["metric"], rec["metric_spread"], target, spread, goals["noise_threshold"], better)
 
 
-def profile_md(s: Any, facts: dict[str, Any]) -> str:
+def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The keeper's profile as markdown, and the figures the stop rule reads (harness/floor.py)."""
     from harness import profile
 
     summary = s.profile(facts)
     if summary is None:
-        return f"profile failed: {facts.get('reason')}\n"
-    md = profile.to_markdown(profile.report(summary, facts), "pending")
-    if facts.get("executed_flops"):
-        md += (f"\nExecuted FLOPs (counted around one call in the worker): {facts['executed_flops'] / 1e12:.2f} TFLOP; "
-               f"nominal (the model's own forward): {facts['flops'] / 1e12:.2f} TFLOP.\n" if facts.get("flops") else "")
-    return md
+        return f"profile failed: {facts.get('reason')}\n", None
+    floor.annotate(facts, goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
+    r = profile.report(summary, facts)
+    return profile.to_markdown(r, "pending"), {k: r[k] for k in ("busy_fraction", "outside_largest", "largest_category", "kernel_time_s", "launches")}
 
 
 def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
@@ -439,8 +440,12 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
             if extra:
                 what += f"\n  {extra}"
         lines.append(what)
-    device = results[-1]["row"]["gpu"] if results else ""
-    if device.startswith("CPU"):
+    row = results[-1]["row"]
+    stop, why, best = floor.verdict_for_rows(R.read_rows(), goals, row["preset"], row["gpu"],
+                                             floor.load_peak(row["gpu"]), C.load_adapter(goals), C.root() / "records")
+    lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
+                 else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
+    if row["gpu"].startswith("CPU"):
         lines.append("On a CPU the tiny preset checks the harness's logic end to end; optimize.py is written for a GPU, "
                      "so its speed here means little. Next: the same command on a GPU machine (README, 'On a GPU'), "
                      "or let Claude Code run the loop (README, 'Running it with Claude Code').")

@@ -307,7 +307,7 @@ class Session:
         left = [i for i in range(len(self.pool)) if i not in self.used]
         if len(left) < n:
             raise C.SetupError(f"the pool for preset {self.preset} has {len(self.pool)} inputs, this run needs "
-                               f"{len(self.used) + n}; remake it: python harness/make_reference.py --pool --force")
+                               f"{len(self.used) + n}; remake it: python harness/make_reference.py --only pool --force")
         strict = [i for i in left if self.pool[i]["strict"]][:1]
         picks = strict + _rng.sample([i for i in left if i not in strict], n - len(strict))
         self.used.update(picks)
@@ -394,32 +394,30 @@ class Session:
         except Failed as e:
             facts.update(status=e.status, reason=str(e))
         facts.pop("want_frame")
-        self._add_floor(facts)
         return facts
 
     def sandbox_label(self) -> str:
         return "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.abi)
 
-    def _add_floor(self, facts: dict[str, Any]) -> None:
-        flops = float(self.adapter.flops(list(self.bench_x.shape))) if hasattr(self.adapter, "flops") else None
-        rate = self.goals.get("floor", {}).get("rate_tflops")
-        med = facts.get("median_s")
-        facts["flops"] = flops
-        facts["tflops"] = flops / med / 1e12 if flops and med else None
-        facts["floor_s"] = flops / (rate * 1e12) if flops and rate else None
-        facts["pct_of_floor"] = 100.0 * facts["floor_s"] / med if facts["floor_s"] and med else None
-
     def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
-        """One profiled call and one FLOP-counted call, each on a fresh input and checked like
-        the others. What the worker reports about itself is informational, never the metric."""
+        """One profiled call, then the FLOP count (count_flops), each on a fresh input and checked
+        like the others. What the worker reports about itself is informational, never the metric."""
         try:
-            first, second = self._fresh(2)
-            _, rep = self._call("profile", ("pool", first), facts)
-            _, counted = self._call("flops", ("pool", second), facts)
+            _, rep = self._call("profile", ("pool", self._fresh(1)[0]), facts)
         except (Failed, C.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while profiling: {e}")
             return None
+        return rep.get("profile") if self.count_flops(facts) else None
+
+    def count_flops(self, facts: dict[str, Any]) -> bool:
+        """The FLOPs the candidate executes in one call (torch's FlopCounterMode around a call in
+        the worker, on a fresh input, checked) into facts["executed_flops"]; False if the call failed."""
+        try:
+            _, counted = self._call("flops", ("pool", self._fresh(1)[0]), facts)
+        except (Failed, C.SetupError) as e:
+            facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while counting FLOPs: {e}")
+            return False
         facts["executed_flops"] = counted.get("flops")
         if counted.get("flops_error"):
             facts["executed_flops_error"] = counted["flops_error"]
-        return rep.get("profile")
+        return True

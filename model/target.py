@@ -2,8 +2,9 @@
 
 The harness knows nothing about VAEs: it loads the model, makes inputs, runs the reference and
 counts FLOPs through these functions. Retarget the harness by writing another module with
-the same functions and pointing goals.json at it. `compare` is the target's gate. `frames` is optional: without it run_experiment
-draws no quality strip.
+the same functions and pointing goals.json at it. `compare` is the target's gate. Optional:
+`frames` (without it run_experiment draws no quality strip), `flops` and `peak_probes` (the
+floor, harness/floor.py).
 """
 
 from __future__ import annotations
@@ -99,6 +100,26 @@ def flops(shape: list[int]) -> float:
     with counter:
         model.decode(x)
     return float(counter.get_total_flops())
+
+
+# The decode's three main convolutions (of the streaming fast path: 3 latent frames a pass, so 12
+# new frames + 2 of history): input [1, C, T, H, W] -> C channels, 3x3x3, padding (0, 1, 1).
+_PROBE_SHAPES = {"cuda": [(256, 14, 352, 640), (512, 14, 176, 320), (1024, 8, 88, 160)],
+                 "cpu": [(64, 6, 32, 32)]}
+
+
+def peak_probes(device: str) -> list[dict]:
+    """The floor's probes for this target (harness/floor.py): conv3d as the decode runs it, in
+    bf16 channels-last on a GPU (fp32 on a CPU). Each: name, FLOPs of one run, the run."""
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    probes = []
+    for c, t, h, w in _PROBE_SHAPES[device]:
+        x = torch.randn(1, c, t, h, w, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last_3d)
+        k = torch.randn(c, c, 3, 3, 3, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last_3d)
+        probes.append({"name": f"conv3d {c}->{c} 3x3x3 on {t}x{h}x{w} {str(dtype).replace('torch.', '')} channels-last",
+                       "work": 2.0 * c * c * 27 * (t - 2) * h * w,
+                       "fn": lambda x=x, k=k: torch.nn.functional.conv3d(x, k, padding=(0, 1, 1))})
+    return probes
 
 
 def frames(output: torch.Tensor) -> torch.Tensor:

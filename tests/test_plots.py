@@ -31,7 +31,10 @@ def test_render_progress_writes_png(at_workspace, tmp_path):
     assert out is not None and out.read_bytes()[:8] == PNG
     speed = {"name": "tokens_per_s", "unit": "tok/s", "better": "higher"}
     assert plots.render_progress(tsv, tmp_path / "speed.png", {"metric": speed}).read_bytes()[:8] == PNG
-    assert plots.floor_seconds("tiny") > 0
+    assert plots.floor_seconds(tsv, {"exp": "e006"}) is None  # no record: no floor line, no error
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "e006.json").write_text('{"facts": {"floor_s": 2.5}}')
+    assert plots.floor_seconds(tsv, {"exp": "e006"}) == 2.5
 
 
 def test_best_so_far_restarts_at_each_baseline():
