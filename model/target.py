@@ -110,16 +110,48 @@ _PROBE_SHAPES = {"cuda": [(256, 14, 352, 640), (512, 14, 176, 320), (1024, 8, 88
 
 def peak_probes(device: str) -> list[dict]:
     """The floor's probes for this target (harness/floor.py): conv3d as the decode runs it, in
-    bf16 channels-last on a GPU (fp32 on a CPU). Each: name, FLOPs of one run, the run."""
+    bf16 channels-last on a GPU (fp32 on a CPU), through torch and, where nvidia-cudnn-frontend is
+    installed, through cuDNN's graph API with its heuristics' first engine (faster than any torch
+    offers on an H100). Each: name, FLOPs of one run, the run."""
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     probes = []
     for c, t, h, w in _PROBE_SHAPES[device]:
         x = torch.randn(1, c, t, h, w, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last_3d)
         k = torch.randn(c, c, 3, 3, 3, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last_3d)
-        probes.append({"name": f"conv3d {c}->{c} 3x3x3 on {t}x{h}x{w} {str(dtype).replace('torch.', '')} channels-last",
-                       "work": 2.0 * c * c * 27 * (t - 2) * h * w,
+        name = f"conv3d {c}->{c} 3x3x3 on {t}x{h}x{w} {str(dtype).replace('torch.', '')} channels-last"
+        work = 2.0 * c * c * 27 * (t - 2) * h * w
+        probes.append({"name": name, "work": work,
                        "fn": lambda x=x, k=k: torch.nn.functional.conv3d(x, k, padding=(0, 1, 1))})
+        graph_api = _graph_api_conv(x, k) if device == "cuda" else None
+        if graph_api is not None:
+            probes.append({"name": f"{name}, cuDNN graph API", "work": work, "fn": graph_api})
     return probes
+
+
+def _graph_api_conv(x: torch.Tensor, k: torch.Tensor):
+    """A run of conv3d(x, k, padding (0, 1, 1)) through cuDNN's graph API (bf16 in and out, fp32
+    accumulation), its heuristics' first plan; None without nvidia-cudnn-frontend."""
+    try:
+        import cudnn
+    except (ImportError, OSError):
+        return None
+    handle = cudnn.create_handle()
+    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+    bf16 = cudnn.data_type.BFLOAT16
+    y = torch.nn.functional.conv3d(x, k, padding=(0, 1, 1))
+    g = cudnn.pygraph(io_data_type=bf16, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+    X = g.tensor(name="X", dim=list(x.shape), stride=list(x.stride()), data_type=bf16)
+    W = g.tensor(name="W", dim=list(k.shape), stride=list(k.stride()), data_type=bf16)
+    Y = g.conv_fprop(image=X, weight=W, padding=[0, 1, 1], stride=[1, 1, 1], dilation=[1, 1, 1])
+    Y.set_output(True).set_data_type(bf16).set_dim(list(y.shape)).set_stride(list(y.stride()))
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    g.build_plans()
+    ws = torch.empty(max(g.get_workspace_size(), 1), device=x.device, dtype=torch.uint8)
+    return lambda: g.execute({X: x, W: k, Y: y}, ws, handle=handle)
 
 
 def frames(output: torch.Tensor) -> torch.Tensor:

@@ -34,7 +34,7 @@ log() { echo "[$(date +%T)] $*"; }
 log "assets"
 python3 harness/prepare.py --preset "$preset" --seeded 2>&1 | tail -n 3
 
-n=0
+n=$(ls "$out/recs" | wc -l)  # a second plan into the same OUTDIR numbers on, never over
 while IFS='|' read -r cand extra desc; do
   cand=$(echo "$cand" | sed 's/^ *//; s/ *$//')
   case "$cand" in ''|'#'*) continue ;; esac
