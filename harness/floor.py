@@ -9,6 +9,8 @@ reaches on that kind of work (goals.json "floor": {"work": "flops" | "bytes"}):
 - "flops" (the default): FLOPs counted around one call of the candidate in the worker (torch's
   FlopCounterMode; a sub-pixel rewrite that computes less lowers its own floor), else the model's
   nominal FLOPs (adapter.flops) and the report says so; over the best FLOP rate of the probes.
+  The counter sees torch ops only: a count under half the nominal FLOPs means the work runs in
+  kernels it cannot see (a cuDNN graph, a custom kernel), so the floor takes the nominal count.
 - "bytes": the bytes a call cannot avoid moving (adapter.min_bytes, e.g. an LLM's weights once
   a token) over the device's measured copy bandwidth.
 The peak rates come from a probe run once per machine (prepare.py runs it): a large matmul, a
@@ -41,6 +43,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _commo
 from harness import _common as C  # noqa: E402
 
 UNITS = {"flops": "TFLOP/s", "bytes": "TB/s"}  # the probes' rates, printed in these (x 1e12)
+SEEN = 0.5  # an executed count under half the nominal FLOPs missed kernels torch cannot see
 TRIALS = 5
 TRIAL_S = 0.05  # repeat a probe until one trial takes at least this long
 
@@ -138,8 +141,12 @@ def annotate(facts: dict[str, Any], goals: dict[str, Any], adapter: Any, shape: 
     if kind == "bytes":
         work = float(adapter.min_bytes(shape)) if hasattr(adapter, "min_bytes") else None
         source = "the adapter's minimum bytes"
-    elif facts.get("executed_flops"):
+    elif facts.get("executed_flops") and (not nominal or facts["executed_flops"] >= SEEN * nominal):
         work, source = float(facts["executed_flops"]), "executed FLOPs"
+    elif facts.get("executed_flops"):
+        work = nominal
+        source = (f"nominal FLOPs (the counter saw {facts['executed_flops'] / nominal:.1%} of them: the candidate "
+                  "runs most of its work in kernels torch's counter cannot see)")
     else:
         work, source = nominal, "nominal FLOPs (no count of the executed ones)"
     rate = (peak or {}).get("peak", {}).get(kind, {})
