@@ -43,9 +43,11 @@ def use(ws: Path) -> Iterator[Path]:
 
 
 def make_assets(ws: Path) -> None:
-    """The tiny seeded input, its reference and the pool, made in a fresh interpreter."""
-    code = ("from harness import make_latent, make_reference; make_latent.run('tiny', mode='seeded', device='cpu'); "
-            "make_reference.run('tiny', device='cpu')")
+    """The tiny seeded input, its reference, the pool and the machine's peak probe (what prepare.py
+    makes), in a fresh interpreter."""
+    code = ("from harness import _common as C, floor, make_latent, make_reference; "
+            "make_latent.run('tiny', mode='seeded', device='cpu'); make_reference.run('tiny', device='cpu'); "
+            "floor.ensure_peak('cpu', C.load_adapter(C.load_goals()))")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=600,
                    env={**os.environ, C.GOALS_ENV: str(ws / "goals.json")})
 
