@@ -79,13 +79,19 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     assert rc == 0 and len(pool) == goals["pool"]["size"] and (ws / "assets" / "reference_tiny.pt").is_file(), out
     assert all("output" not in torch.load(p, weights_only=True) for p in pool)  # inputs only: nothing to leak
 
-    rc, f, out = cli(ws, "harness/run_experiment.py", "--candidate", str(ws / "experiments" / "fp32_lean.py"),
-                     "--desc", "lean fp32 loop", "--no-profile")
+    # The keeper is 2-3x the baseline's rate on a quiet CPU; on a shared one the load can change
+    # between the baseline's session and the keeper's by as much, so a revert gets a second (and
+    # a third) comparison, each a new baseline measured right before the keeper.
+    for attempt in range(3):
+        rc, f, out = cli(ws, "harness/run_experiment.py", "--candidate", str(ws / "experiments" / "fp32_lean.py"),
+                         "--desc", "lean fp32 loop", "--no-profile", *(["--rebaseline"] if attempt else []))
+        if f.get("status") != "revert":
+            break
     rows = [r.split("\t") for r in (ws / "results.tsv").read_text().splitlines()[1:]]
-    assert rc == 0 and [r[4] for r in rows] == ["baseline", "keep"], out
+    assert rc == 0 and [r[4] for r in rows[-2:]] == ["baseline", "keep"], out
     assert "tok/s" in out  # the metric is a throughput, higher is better (goals.json "metric")
-    base_rate = float(rows[0][-1])
-    assert base_rate == pytest.approx(goals["presets"]["tiny"]["work_per_call"] / float(rows[0][5]), rel=1e-4)
+    base_rate = float(rows[-2][-1])
+    assert base_rate == pytest.approx(goals["presets"]["tiny"]["work_per_call"] / float(rows[-2][5]), rel=1e-4)
     assert (ws / "optimize.py").read_text() == (ws / "lean_keeper.py").read_text()  # the keeper is in place
 
     # The rest needs no clean timing: a revert 50 ms a call slower than the keeper, a bench that
