@@ -228,19 +228,33 @@ def load_reference_asset(goals: dict[str, Any], adapter: ModuleType, preset: str
     return x, ref, meta
 
 
+def reference_follows_output(adapter: ModuleType) -> bool:
+    """Does the target check each output against a reference computed from that output? An
+    adapter says so by having `reference_for_output(model, x, out) -> ref`: the frozen model's
+    answer along the path the output itself took (an LLM's greedy tokens, read from its logits).
+    No stored reference can check such an output, so the harness loads the frozen model and
+    computes the reference after every call; its pool inputs need none."""
+    return callable(getattr(adapter, "reference_for_output", None))
+
+
 def load_pool(goals: dict[str, Any], adapter: ModuleType, preset: str, device: str) -> list[dict[str, Any]]:
-    """The pool of fresh inputs: [{"input", "output" (its reference), "strict"}] on `device`."""
+    """The pool of fresh inputs: [{"input", "output" (its reference, None where the reference
+    follows the output), "strict"}] on `device`."""
     folder = pool_dir(preset)
     files = sorted(folder.glob("*.pt")) if folder.is_dir() else []
     if not files:
         raise SetupError(f"no pool of fresh inputs in {folder}; {REMAKE}")
+    follows = reference_follows_output(adapter)
     pool = []
     for f in files:
         asset = load_asset(f, "pool input")
         meta = asset.get("meta") or {}
         _check_made_for(meta, adapter, f)
-        pool.append({"input": asset["input"].to(device), "output": asset["output"].to(device),
-                     "strict": meta.get("precision") == "strict-fp32"})
+        if asset.get("output") is None and not follows:
+            raise SetupError(f"{f} holds no reference; {REMAKE}")
+        pool.append({"input": asset["input"].to(device),
+                     "output": None if follows else asset["output"].to(device),
+                     "strict": follows or meta.get("precision") == "strict-fp32"})
     return pool
 
 

@@ -15,6 +15,10 @@ seeds, each with its reference; the first `strict` of them in strict fp32, the o
 PyTorch's default settings (TF32 on CUDA: 7x cheaper, and far closer to strict than any gate
 tolerance), stored as `store_dtype`. Every call of an experiment gets one of these or the
 benchmark input, so no call repeats an input; the candidate's worker can read none of them.
+Where the adapter has `reference_for_output` (the reference follows the output: _common's
+reference_follows_output), the pool holds inputs only, since the session computes every call's
+reference itself; the benchmark reference is still made (the frozen model's own output for that
+input), because it pins the weights and model code and sizes the output buffer.
 
 Exit 0 on success, 2 on any bad input (one line on stderr); existing files are never overwritten
 without --force, and files are written atomically.
@@ -40,7 +44,9 @@ from harness import _common as C  # noqa: E402
 
 @contextlib.contextmanager
 def strict_fp32() -> Iterator[None]:
-    """TF32 off and deterministic algorithms on, restoring the previous settings afterwards."""
+    """TF32 off and deterministic algorithms on, restoring the previous settings afterwards (the
+    environment too: a worker started later by this process must not inherit the cuBLAS setting)."""
+    set_env = "CUBLAS_WORKSPACE_CONFIG" not in os.environ
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
              torch.are_deterministic_algorithms_enabled(),
@@ -55,6 +61,8 @@ def strict_fp32() -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[0], saved[1]
         torch.use_deterministic_algorithms(saved[2], warn_only=saved[3])
         torch.backends.cudnn.benchmark = saved[4]
+        if set_env:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
 
 
 def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor, device: str,
@@ -93,10 +101,16 @@ def make_pool(goals: dict[str, Any], adapter: ModuleType, model: torch.nn.Module
     tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    inputs_only = C.reference_follows_output(adapter)
     for i in range(size):
         seed = int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
         x = adapter.make_input(shape, seed, "cpu")
-        asset = build_reference(adapter, model, x, device, preset, strict=i < strict, store_dtype=store)
+        if inputs_only:
+            asset = {"meta": {"precision": "none: the session computes each call's reference", "preset": preset,
+                              "input_sha256": C.sha256_tensor(x), "weights_id": adapter.weights_id(),
+                              "model_sha256": C.model_code_sha256(adapter), "weights_kind": adapter.weights_kind()}}
+        else:
+            asset = build_reference(adapter, model, x, device, preset, strict=i < strict, store_dtype=store)
         asset["input"] = x
         asset["meta"]["seed"] = seed
         torch.save(asset, tmp / f"{i:03d}.pt")

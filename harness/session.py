@@ -8,20 +8,24 @@ verify, bench, profile and run_experiment all measure through `Session`, in the 
             s.profile(facts)         # optional: one more call, profiled (also checked)
 
 The trust boundary. This process holds the benchmark input, the strict-fp32 reference and the pool
-of fresh inputs with their references; it never imports the candidate. The candidate runs in a
-worker process (harness/worker.py) that sandboxes itself before loading it (harness/sandbox.py):
-it cannot read those files, write the repository, reach the network or signal this process, and
-everything it starts is killed when the session ends. The two share only an input buffer and an
-output buffer (harness/shared.py).
+of fresh inputs with their references; it never imports the candidate. (A target whose reference
+depends on the output itself, such as an LLM's greedy token path, has an adapter with
+`reference_for_output` and a pool of inputs only: this process then loads the frozen model too,
+its own copy, and computes each call's reference from the input and the output it holds.) The
+candidate runs in a worker process (harness/worker.py) that sandboxes itself before loading it
+(harness/sandbox.py): it cannot read those files, write the repository, reach the network or
+signal this process, and everything it starts is killed when the session ends. The two share
+only an input buffer and an output buffer (harness/shared.py).
 
 Every call is the same call: the harness writes an input into the shared buffer (the benchmark
 input, or a pool input the worker has never seen, in an order drawn from os.urandom; warm-up
 calls too), poisons the output buffer, starts its clock, says "call", waits for "done", copies the
 output buffer into private memory and only then stops the clock. Then it checks that output
 against its reference with the target's own gate (adapter.compare) and that the input was left
-alone. So a worker that says "done" before the output is written hands over poison; work left
-running after "done" is charged to the next call, which cannot start before it; and no call can
-be skipped, cached or special-cased without failing the gate.
+alone (a reference that follows the output is computed first, in strict fp32, off the clock). So
+a worker that says "done" before the output is written hands over poison; work left running
+after "done" is charged to the next call, which cannot start before it; and no call can be
+skipped, cached or special-cased without failing the gate.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import torch
 from harness import _common as C
 from harness import sandbox
 from harness.channel import Channel, ChannelClosed
+from harness.make_reference import strict_fp32
 from harness.shared import SharedBuffer
 
 HARNESS = Path(__file__).resolve().parent
@@ -230,6 +235,7 @@ class Session:
             raise C.SetupError("no sandbox on this machine (Landlock needs Linux 5.13+ with landlock enabled); "
                                "pass --unsandboxed to run the candidate without one (its row will say so)")
         self.worker: WorkerProcess | None = None
+        self.frozen_model: torch.nn.Module | None = None  # this process's own, where the reference follows the output
         self.buffers: list[SharedBuffer] = []
         self.scratch: Path | None = None
         self.calls_made = 0
@@ -262,6 +268,8 @@ class Session:
                                     self._env(), self.timeouts)
         # While the worker starts, load what only this process may see.
         self.pool = C.load_pool(self.goals, self.adapter, self.preset, self.device)
+        if C.reference_follows_output(self.adapter):
+            self.frozen_model = self.adapter.load_model(self.device)
         self.bench_x, self.bench_ref = x.to(self.device), ref.to(self.device)
         try:
             ready = self.worker.reply("start", self.timeouts["start_s"])
@@ -343,6 +351,10 @@ class Session:
             raise Failed("gate_fail", f"{name}: {reply['error']}")
         if not torch.equal(self.inp.tensor, x):
             raise Failed("gate_fail", f"the candidate modified its input ({name})")
+        if self.frozen_model is not None:
+            ref = self._reference_for_output(x)
+            if kind == "benchmark":
+                self.bench_ref = ref  # what the benchmark output was checked against (verify's frames)
         res = self.adapter.compare(self.private_out, ref, self.goals["gate"])
         if not res["passed"]:
             raise Failed("gate_fail", f"{name}: {res['reason']}")
@@ -355,6 +367,13 @@ class Session:
         elif _worse(res.get("quality"), facts.get("fresh_quality"), self.goals["gate"]):
             facts.update(fresh_quality=res.get("quality"), fresh_max_abs=res.get("max_abs"))
         return seconds, reply
+
+    def _reference_for_output(self, x: torch.Tensor) -> torch.Tensor:
+        """The frozen model's reference for the output just received (private_out), in strict fp32."""
+        with strict_fp32(), torch.no_grad():
+            ref = self.adapter.reference_for_output(self.frozen_model, x, self.private_out)
+        C.sync(self.device)
+        return ref
 
     def measure(self, want_frame: bool = False, calls: int | None = None) -> dict[str, Any]:
         """Calibrate the boundary, build, then warm-up and timed calls (or just `calls` checked

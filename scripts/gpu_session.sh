@@ -11,7 +11,8 @@
 #
 # PLAN: one experiment a line, `candidate file | extra run_experiment args | description`, the file
 # relative to the target's folder (AUTO_OPTIM_GOALS's, else the repository);
-# blank lines and lines starting with '#' are skipped (experiments/*.plan).
+# blank lines and lines starting with '#' are skipped (experiments/*.plan). A line starting with
+# `$ ` is a command run as it stands, from the repository (another preset's assets, a bench).
 # --mp4: afterwards, with the best keeper back in optimize.py, run the GPU-only test and decode
 # the benchmark latent to an mp4 (python -m harness.decode --compare), reading the mp4 back.
 # PRESET=tiny runs the same steps at the tiny preset (a dry run of a plan on a CPU machine).
@@ -35,7 +36,11 @@ log "assets"
 python3 harness/prepare.py --preset "$preset" --seeded 2>&1 | tail -n 3
 
 n=$(ls "$out/recs" | wc -l)  # a second plan into the same OUTDIR numbers on, never over
-while IFS='|' read -r cand extra desc; do
+while IFS= read -r line; do
+  case "$line" in
+    '$ '*) log "command: ${line#\$ }"; bash -c "${line#\$ }" < /dev/null 2>&1 | tail -n 25; continue ;;
+  esac
+  IFS='|' read -r cand extra desc <<< "$line"
   cand=$(echo "$cand" | sed 's/^ *//; s/ *$//')
   case "$cand" in ''|'#'*) continue ;; esac
   n=$((n + 1))

@@ -1,11 +1,13 @@
 """The second target end to end through the harness's own commands, on a CPU: a copy of
-targets/llm-decode on its tiny adapter (llm.target_tiny) gets its assets, its reference and pool,
-a verify, a bench and run_experiment's first run (the frozen fp32 eager baseline, then the shipped
-optimize.py), a revert, and a gate failure. Nothing in harness/ is told it is an LLM.
+targets/llm-decode on its tiny adapter (llm.target_tiny) gets its assets (the input, its
+reference, a pool of inputs without references), a verify that fails the old teacher-forcing
+loophole, run_experiment's first run (the frozen fp32 eager baseline, then a CPU keeper), a bench
+of that keeper, and a revert. Nothing in harness/ is told it is an LLM: the adapter's
+reference_for_output makes the session check every call along the call's own greedy path.
 
-No CPU keeper here: the keepers of this target (bf16, a static KV cache, CUDA graphs, compile)
-are GPU techniques that are slower on a CPU; the keep path is proven on the toy target
-(test_run_experiment.py) and the H100 rows in targets/llm-decode/results.tsv.
+The keeper is experiments/fp32_lean.py: the same fp32 greedy decode, one forward step per token
+through a preallocated KV cache, as a lean loop over the weights (2-3x the baseline's rate at
+equal threads on a 2-core CPU, more where a second thread only adds contention).
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ pytest.importorskip("transformers")
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET = REPO / "targets" / "llm-decode"
-SLOWER = '''"""the shipped optimize.py, 50 ms slower a call: a revert by construction"""
+SLOWER = '''"""the lean keeper, 50 ms slower a call: a revert by construction"""
 import time
 
-from optimize_shipped import build_decoder as _shipped
+from lean_keeper import build_decoder as _lean
 
 
 def build_decoder(model, example_input):
-    fn, info = _shipped(model, example_input)
+    fn, info = _lean(model, example_input)
 
     def forward(x):
         time.sleep(0.05)
@@ -38,54 +40,76 @@ def build_decoder(model, example_input):
 
     return forward, info
 '''
-WRONG = '''"""the logits of another position: fails the gate"""
-import torch
-
-from optimize_shipped import build_decoder as _shipped
 
 
-def build_decoder(model, example_input):
-    fn, info = _shipped(model, example_input)
-    return (lambda x: torch.roll(fn(x), 1, dims=1)), info
-'''
+def start(ws: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
+    return subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(p: subprocess.Popen) -> tuple[int, dict, str]:
+    stdout, stderr = p.communicate(timeout=600)
+    last = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    return p.returncode, (json.loads(last[-1]) if last else {}), stdout[-3000:] + stderr[-3000:]
 
 
 def cli(ws: Path, *args: str) -> tuple[int, dict, str]:
-    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
-    p = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    last = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    return p.returncode, (json.loads(last[-1]) if last else {}), p.stdout[-3000:] + p.stderr[-3000:]
+    return finish(start(ws, *args))
 
 
 def test_llm_target_through_the_harness(tmp_path: Path) -> None:
+    import torch
+
     ws = tmp_path / "llm-decode"
     shutil.copytree(TARGET, ws, ignore=shutil.ignore_patterns("__pycache__", "assets", "results.tsv",
                                                             "leaderboard.md", "records", "profiles", "*.png"))
     goals = json.loads((ws / "goals.json").read_text())
+    # 32 tokens a call: the keeper's calls (~15 ms) stay well above a shared CPU's scheduling
+    # jitter, which at the shipped 8 tokens (~4 ms) could make its spread exceed its gain.
+    goals["presets"]["tiny"].update(input_shape=[1, 1, 32], work_per_call=32)
     (ws / "goals.json").write_text(json.dumps(goals | {"adapter": "llm.target_tiny"}, indent=1))
-    shutil.copy2(ws / "optimize.py", ws / "optimize_shipped.py")
+    shutil.copy2(ws / "experiments" / "fp32_lean.py", ws / "lean_keeper.py")
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(cmd, cwd=ws, check=True)
 
     rc, f, out = cli(ws, "harness/prepare.py", "--seeded")
-    assert rc == 0 and len(list((ws / "assets" / "pool_tiny").glob("*.pt"))) == goals["pool"]["size"], out
-    rc, f, out = cli(ws, "harness/verify.py")
-    assert rc == 0 and f["passed"] and f["quality_name"] == "max KL (nats)", out
-    rc, f, out = cli(ws, "harness/bench.py")
-    assert rc == 0 and len(f["checked"]) == 6 and f["sandbox"].startswith("landlock"), out
+    pool = sorted((ws / "assets" / "pool_tiny").glob("*.pt"))
+    assert rc == 0 and len(pool) == goals["pool"]["size"] and (ws / "assets" / "reference_tiny.pt").is_file(), out
+    assert all("output" not in torch.load(p, weights_only=True) for p in pool)  # inputs only: nothing to leak
 
-    rc, f, out = cli(ws, "harness/run_experiment.py", "--desc", "first run", "--no-profile")
-    rows = (ws / "results.tsv").read_text().splitlines()[1:]
-    assert rc in (0, 1) and len(rows) == 2 and rows[0].split("\t")[4] == "baseline", out
+    # The keeper is 2-3x the baseline's rate on a quiet CPU; on a shared one the load can change
+    # between the baseline's session and the keeper's by as much, so a revert gets a second (and
+    # a third) comparison, each a new baseline measured right before the keeper.
+    for attempt in range(3):
+        rc, f, out = cli(ws, "harness/run_experiment.py", "--candidate", str(ws / "experiments" / "fp32_lean.py"),
+                         "--desc", "lean fp32 loop", "--no-profile", *(["--rebaseline"] if attempt else []))
+        if f.get("status") != "revert":
+            break
+    rows = [r.split("\t") for r in (ws / "results.tsv").read_text().splitlines()[1:]]
+    assert rc == 0 and [r[4] for r in rows[-2:]] == ["baseline", "keep"], out
     assert "tok/s" in out  # the metric is a throughput, higher is better (goals.json "metric")
-    base_rate = float(rows[0].split("\t")[-1])
-    assert base_rate == pytest.approx(goals["presets"]["tiny"]["work_per_call"] / float(rows[0].split("\t")[5]), rel=1e-4)
+    base_rate = float(rows[-2][-1])
+    assert base_rate == pytest.approx(goals["presets"]["tiny"]["work_per_call"] / float(rows[-2][5]), rel=1e-4)
+    assert (ws / "optimize.py").read_text() == (ws / "lean_keeper.py").read_text()  # the keeper is in place
 
+    # The rest needs no clean timing: a revert 50 ms a call slower than the keeper, a bench that
+    # must pass, and the old loophole failing the gate, at once (they share no lock or file).
     before = (ws / "optimize.py").read_text()
-    for text, status in ((SLOWER, "revert"), (WRONG, "gate_fail")):
-        (ws / "optimize.py").write_text(text)
-        rc, f, out = cli(ws, "harness/run_experiment.py", "--desc", status, "--no-profile")
-        assert rc == 1 and f["status"] == status, out
-        assert (ws / "optimize.py").read_text() == before  # put back to the best keeper
+    shutil.copy2(ws / "optimize.py", ws / "keeper.py")
+    (ws / "optimize.py").write_text(SLOWER)
+    revert = start(ws, "harness/run_experiment.py", "--desc", "slower", "--no-profile")
+    bench = start(ws, "harness/bench.py", "--candidate", str(ws / "keeper.py"))
+    # the old loophole: all N positions from one forward over the prompt and guessed tokens
+    cheat = start(ws, "harness/verify.py", "--candidate", str(ws / "calibration" / "parallel_prefill.py"))
+
+    rc, f, out = finish(bench)
+    assert rc == 0 and f["passed"] and len(f["checked"]) == 6 and f["sandbox"].startswith("landlock"), out
+    assert f["quality_name"] == "max KL (nats)" and f["quality"] < 1e-6, out  # fp32: rounding only
+    rc, f, out = finish(cheat)
+    assert rc == 1 and not f["passed"] and f["status"] == "gate_fail" and "max KL" in f["reason"], out
+    rc, f, out = finish(revert)
+    assert rc == 1 and f["status"] == "revert", out
+    assert (ws / "optimize.py").read_text() == before  # put back to the best keeper
     assert "max KL" in (ws / "leaderboard.md").read_text()

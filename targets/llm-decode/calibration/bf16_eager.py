@@ -1,27 +1,16 @@
-"""Calibration (must PASS): optimize.py's eager loop with the model and its cache in bf16.
+"""Calibration (must PASS): the reference's own eager greedy loop with the model and its cache in bf16.
 
-The plainest reduced-precision decode; the gate must admit it. The candidate owns the model it
-is given (the worker's own copy), so converting it in place is allowed.
+The plainest reduced-precision decode; the gate must admit it. Its path may leave the fp32
+model's after an argmax that bf16 rounding flips (a near tie): it is then judged along its own
+path. The candidate owns the model it is given (the worker's own copy), so converting it in place
+is allowed.
 """
 
 import torch
-from transformers import DynamicCache
 
-from llm.decode import prompt_and_forced
+from llm.decode import greedy_logits
 
 
 def build_decoder(model, example_input):
     model.to(torch.bfloat16)
-
-    @torch.no_grad()
-    def forward_fn(x: torch.Tensor) -> torch.Tensor:
-        prompt, forced = prompt_and_forced(x)
-        cache = DynamicCache(config=model.config)
-        out = model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        logits = [out.logits[:, -1].float()]
-        for i in range(forced.shape[1] - 1):
-            out = model(input_ids=forced[:, i:i + 1], past_key_values=cache, use_cache=True)
-            logits.append(out.logits[:, -1].float())
-        return torch.stack(logits, dim=1)
-
-    return forward_fn, {"dtype": "bfloat16", "cache": "dynamic", "compile": "none"}
+    return (lambda x: greedy_logits(model, x)), {"dtype": "bfloat16", "cache": "dynamic", "compile": "none"}

@@ -4,12 +4,13 @@ The cache is allocated once, for the example's P + N tokens, and zeroed at the s
 call (reset), so no call sees another's keys. A static cache replaces the DynamicCache's
 per-step torch.cat of every layer's keys and values (O(length) copies a step) with an in-place
 index_copy_, and it is what makes the decode step capturable as a CUDA graph (the next keeper).
+The greedy token stays on the device: its argmax feeds the next step directly.
 """
 
 import torch
 from transformers import StaticCache
 
-from llm.decode import prompt_and_forced, split
+from llm.decode import greedy_token, prompt_of, split
 
 
 def build_decoder(model, example_input):
@@ -19,12 +20,11 @@ def build_decoder(model, example_input):
 
     @torch.no_grad()
     def forward_fn(x: torch.Tensor) -> torch.Tensor:
-        prompt, forced = prompt_and_forced(x)
         cache.reset()
-        out = model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=prompt_of(x), past_key_values=cache, use_cache=True, logits_to_keep=1)
         logits = [out.logits[:, -1].float()]
-        for i in range(forced.shape[1] - 1):
-            out = model(input_ids=forced[:, i:i + 1], past_key_values=cache, use_cache=True)
+        for _ in range(n - 1):
+            out = model(input_ids=greedy_token(logits[-1]), past_key_values=cache, use_cache=True)
             logits.append(out.logits[:, -1].float())
         return torch.stack(logits, dim=1)
 

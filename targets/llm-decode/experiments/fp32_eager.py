@@ -1,23 +1,11 @@
-"""Baseline (a copy of the first optimize.py): the frozen model, fp32, eager, one forward for the
-prompt and one per generated token through transformers' DynamicCache. Re-baseline with it.
+"""Baseline: the frozen model, fp32, eager, one forward for the prompt and one per generated token
+through transformers' DynamicCache, each fed the argmax of the logits before it. It is the
+reference generation itself (llm.decode.greedy_logits, what harness/baselines/fp32_eager.py
+measures as the baseline row); re-baseline with it.
 """
 
-import torch
-from transformers import DynamicCache
-
-from llm.decode import prompt_and_forced
+from llm.decode import greedy_logits
 
 
 def build_decoder(model, example_input):
-    @torch.no_grad()
-    def forward_fn(x: torch.Tensor) -> torch.Tensor:
-        prompt, forced = prompt_and_forced(x)
-        cache = DynamicCache(config=model.config)
-        out = model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        logits = [out.logits[:, -1].float()]
-        for i in range(forced.shape[1] - 1):  # generated token i is fed to predict token i + 1
-            out = model(input_ids=forced[:, i:i + 1], past_key_values=cache, use_cache=True)
-            logits.append(out.logits[:, -1].float())
-        return torch.stack(logits, dim=1)
-
-    return forward_fn, {"dtype": "float32", "cache": "dynamic", "compile": "none"}
+    return (lambda x: greedy_logits(model, x)), {"dtype": "float32", "cache": "dynamic", "compile": "none"}

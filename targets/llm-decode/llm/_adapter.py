@@ -14,7 +14,7 @@ from torch import nn
 
 from . import gate
 from .config import ModelSpec
-from .decode import split, teacher_forced_logits
+from .decode import greedy_logits, logits_along, split
 from .load import checkpoint_sha256, has_checkpoint, published_model, synthetic_model
 from .weights import SEED, code_hash
 
@@ -46,7 +46,14 @@ class LLMTarget:
         return torch.randint(0, self.spec.config["vocab_size"], tuple(shape), generator=g).to(device)
 
     def reference(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        return teacher_forced_logits(model, x)
+        """The frozen model's own greedy generation (decode.greedy_logits): the benchmark input's
+        stored reference and the baseline; calls are checked with reference_for_output."""
+        return greedy_logits(model, x)
+
+    def reference_for_output(self, model: nn.Module, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """What `out` is compared with: the frozen model's logits along out's own greedy path
+        (decode.logits_along), computed by the harness after each call."""
+        return logits_along(model, x, out)
 
     def output_shape(self, shape: list[int]) -> list[int]:
         b, _, n = split(shape)
@@ -65,7 +72,18 @@ class LLMTarget:
         head_dim = d // c["num_attention_heads"]
         kv = c["num_key_value_heads"] * head_dim
         per_layer_params = 2 * d * d + 2 * d * kv + 3 * d * inter
-        fed = p + n - 1
+        fed = p + n - 1  # the prompt, then every generated token but the last
         attended = fed * (fed + 1) // 2  # token t (0-based) attends to t + 1 keys
         total = (2 * layers * per_layer_params * fed + 4 * layers * d * attended + 2 * d * vocab * n)
         return float(b * total)
+
+
+# The module-level functions an adapter module exposes (target.py has the contract).
+FUNCTIONS = ("load_model", "weights_kind", "weights_id", "make_input", "reference", "reference_for_output",
+             "output_shape", "compare", "flops")
+
+
+def functions(spec: ModelSpec, checkpoint_dir: Path) -> dict[str, Any]:
+    """The adapter functions of one model spec, by name, for an adapter module's globals()."""
+    target = LLMTarget(spec, checkpoint_dir)
+    return {name: getattr(target, name) for name in FUNCTIONS}

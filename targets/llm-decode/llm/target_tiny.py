@@ -8,17 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._adapter import LLMTarget
+from ._adapter import FUNCTIONS, functions
 from .config import TINY
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny-qwen2"
 
-_target = LLMTarget(TINY, CHECKPOINT_DIR)
-load_model = _target.load_model
-weights_kind = _target.weights_kind
-weights_id = _target.weights_id
-make_input = _target.make_input
-reference = _target.reference
-output_shape = _target.output_shape
-compare = _target.compare
-flops = _target.flops
+globals().update(functions(TINY, CHECKPOINT_DIR))
+__all__ = [*FUNCTIONS, "CHECKPOINT_DIR"]
