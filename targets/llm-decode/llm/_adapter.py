@@ -62,6 +62,16 @@ class LLMTarget:
     def compare(self, out: Any, ref: torch.Tensor, gate_cfg: dict[str, Any]) -> dict[str, Any]:
         return gate.compare(out, ref, gate_cfg)
 
+    def min_bytes(self, shape: list[int]) -> float:
+        """Bytes a call cannot avoid reading (goals.json "floor"): every weight once for each of the
+        N generated tokens (the prefill makes the first), in bf16."""
+        c = self.spec.config
+        d, kv = c["hidden_size"], c["num_key_value_heads"] * (c["hidden_size"] // c["num_attention_heads"])
+        per_layer = 2 * d * d + 2 * d * kv + 3 * d * c["intermediate_size"]
+        params = c["num_hidden_layers"] * per_layer + c["vocab_size"] * d  # the LM head reads the tied embedding
+        b, _, n = split(shape)
+        return float(b * n * 2 * params)
+
     def flops(self, shape: list[int]) -> float:
         """FLOPs of one call, counted from the config: every projection for the P + N - 1 tokens
         fed, causal attention (QK^T and AV over the tokens before each), and the LM head for the
@@ -80,7 +90,7 @@ class LLMTarget:
 
 # The module-level functions an adapter module exposes (target.py has the contract).
 FUNCTIONS = ("load_model", "weights_kind", "weights_id", "make_input", "reference", "reference_for_output",
-             "output_shape", "compare", "flops")
+             "output_shape", "compare", "flops", "min_bytes")
 
 
 def functions(spec: ModelSpec, checkpoint_dir: Path) -> dict[str, Any]:

@@ -10,7 +10,8 @@ The contract the harness relies on (the functions are _adapter.LLMTarget's, boun
 - reference_for_output(model, x, out) -> float32 logits [B, N, vocab]: the frozen model's logits
   along the greedy path of `out` itself. Its presence tells the harness to check every call
   against it, computed after the call on its own copy of the model, instead of a stored reference;
-- output_shape(shape) -> [B, N, vocab];  flops(shape) -> FLOPs of one call;
+- output_shape(shape) -> [B, N, vocab];  flops(shape) -> FLOPs of one call;  min_bytes(shape) -> the
+  bytes a call cannot avoid reading (its floor: goals.json "floor");
 - compare(out, ref, gate) -> {"passed", "reason", "quality" (max KL, nats), "max_abs", ...}.
 """
 
