@@ -4,13 +4,21 @@ results.tsv or optimize.py.
 `toy`: the toy target (tests/toy_target: a conv + MLP with a max-abs gate), its tiny input, its
 strict-fp32 reference and pool, harness/ linked in. Cheap: most harness tests run on it.
 `workspace`: the same for the Wan 2.2 VAE (goals.json, optimize.py, model/ and harness/ linked),
-for the tests that need the real model (calibration, the fast path). Made once per session;
-`at_toy` and `at_workspace` point AUTO_OPTIM_GOALS at them for one test.
+for the tests that need the full-width model (the gate's calibration). `narrow_workspace`: the
+same on the VAE's architecture at narrow widths (tests/narrow_vae), for the tests whose point does
+not depend on the channel counts (optimize.py's logic, the CLIs). Each made once per session;
+`at_toy`, `at_workspace` and `at_narrow_workspace` point AUTO_OPTIM_GOALS at them for one test.
+
+Memory: the full model's weights file is memory-mapped (model/weights.py caches the synthetic
+weights), so loading it costs nothing, but every process that runs it holds its 2.2-2.8 GB of
+weights resident. So `vae` lives for one test module, not the session, and no test builds
+optimize.py's decoder on it (its CPU path copies every conv weight: 5 GB in one process).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +30,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TOY = Path(__file__).resolve().parent / "toy_target"
+NARROW = Path(__file__).resolve().parent / "narrow_vae"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
@@ -43,7 +52,8 @@ def use(ws: Path) -> Iterator[Path]:
 
 
 def make_assets(ws: Path) -> None:
-    """The tiny seeded input, its reference and the pool, made in a fresh interpreter."""
+    """The tiny seeded input, its reference and the pool, made in a fresh interpreter (so the
+    weights it reads are not left resident in this one)."""
     code = ("from harness import make_latent, make_reference; make_latent.run('tiny', mode='seeded', device='cpu'); "
             "make_reference.run('tiny', device='cpu')")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=600,
@@ -78,19 +88,49 @@ def at_toy(toy: Path) -> Iterator[Path]:
         yield toy
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def vae():
-    """The pristine frozen VAE on CPU, loaded once (from the synthetic-weights cache)."""
-    return C.load_adapter(C.load_goals()).load_model("cpu")
+    """The pristine frozen full-width VAE on CPU, for one test module: loading it is a memory map
+    of the synthetic-weights cache (well under a second); what its tests touch stays resident
+    until the module ends."""
+    with use(REPO):
+        return C.load_adapter(C.load_goals()).load_model("cpu")
+
+
+@pytest.fixture(scope="session")
+def narrow_vae():
+    """The VAE's architecture at narrow widths (tests/narrow_vae), seeded weights, shared."""
+    from narrow_vae.target import load_model
+
+    return load_model("cpu")
+
+
+def make_vae_workspace(ws: Path, goals: dict) -> Path:
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "goals.json").write_text(json.dumps(goals, indent=1))
+    shutil.copy2(REPO / "optimize.py", ws / "optimize.py")
+    for name in ("model", "harness"):
+        (ws / name).symlink_to(REPO / name, target_is_directory=True)
+    return ws
 
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("workspace")
-    for name in ("goals.json", "optimize.py"):
-        shutil.copy2(REPO / name, ws / name)
-    for name in ("model", "harness"):
-        (ws / name).symlink_to(REPO / name, target_is_directory=True)
+    """The full-width VAE. Its pool holds the two fresh inputs a verify uses (goals.json's 8 would
+    cost six more full-width decodes that no test here reads)."""
+    goals = json.loads((REPO / "goals.json").read_text())
+    goals["pool"] = {**goals["pool"], "size": 2}
+    ws = make_vae_workspace(tmp_path_factory.mktemp("workspace"), goals)
+    make_assets(ws)
+    return ws
+
+
+@pytest.fixture(scope="session")
+def narrow_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """goals.json with the adapter narrow_vae.target (linked in): the real gate, presets and pool."""
+    goals = json.loads((REPO / "goals.json").read_text())
+    ws = make_vae_workspace(tmp_path_factory.mktemp("narrow_workspace"), goals | {"adapter": "narrow_vae.target"})
+    (ws / "narrow_vae").symlink_to(NARROW, target_is_directory=True)
     make_assets(ws)
     return ws
 
@@ -99,3 +139,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def at_workspace(workspace: Path) -> Iterator[Path]:
     with use(workspace):
         yield workspace
+
+
+@pytest.fixture
+def at_narrow_workspace(narrow_workspace: Path) -> Iterator[Path]:
+    with use(narrow_workspace):
+        yield narrow_workspace
