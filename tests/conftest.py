@@ -88,11 +88,11 @@ def at_toy(toy: Path) -> Iterator[Path]:
         yield toy
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def vae():
-    """The pristine frozen full-width VAE on CPU, for one test module: loading it is a memory map
-    of the synthetic-weights cache (well under a second); what its tests touch stays resident
-    until the module ends."""
+    """The pristine frozen full-width VAE on CPU, for one test: loading it is a memory map of the
+    synthetic-weights cache (a tenth of a second); what the test touches stays resident until it
+    ends (the decoder 2.2 GB, the encoder 0.6 GB)."""
     with use(REPO):
         return C.load_adapter(C.load_goals()).load_model("cpu")
 
