@@ -11,8 +11,8 @@ not depend on the channel counts (optimize.py's logic, the CLIs). Each made once
 
 Memory: the full model's weights file is memory-mapped (model/weights.py caches the synthetic
 weights), so loading it costs nothing, but every process that runs it holds its 2.2-2.8 GB of
-weights resident. So `vae` lives for one test module, not the session, and no test builds
-optimize.py's decoder on it (its CPU path copies every conv weight: 5 GB in one process).
+weights resident. So `vae` lives for one test, not the session, and no test builds optimize.py's
+decoder on it (its CPU path copies every conv weight: 5 GB in one process).
 """
 
 from __future__ import annotations
@@ -61,9 +61,12 @@ def make_assets(ws: Path) -> None:
 
 
 def make_toy(dest: Path, copy_harness: bool = False, git: bool = False) -> Path:
-    """A copy of the toy target with tiny assets; harness/ linked (or copied, for tests that let a
-    candidate write into it unsandboxed); a git repository when asked."""
-    shutil.copytree(TOY, dest, ignore=shutil.ignore_patterns("__pycache__", "assets"))
+    """A copy of the toy target with tiny assets; harness/ and the adapter package toymodel/ linked
+    (harness/ copied, for tests that let a candidate write into it unsandboxed); a git repository
+    when asked. Every toy workspace's adapter is then the same file, so a test may run the harness
+    in this process on several of them (Python imports toymodel.target once per process)."""
+    shutil.copytree(TOY, dest, ignore=shutil.ignore_patterns("__pycache__", "assets", "toymodel"))
+    (dest / "toymodel").symlink_to(TOY / "toymodel", target_is_directory=True)
     if copy_harness:
         shutil.copytree(REPO / "harness", dest / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     else:
