@@ -4,13 +4,21 @@ results.tsv or optimize.py.
 `toy`: the toy target (tests/toy_target: a conv + MLP with a max-abs gate), its tiny input, its
 strict-fp32 reference and pool, harness/ linked in. Cheap: most harness tests run on it.
 `workspace`: the same for the Wan 2.2 VAE (goals.json, optimize.py, model/ and harness/ linked),
-for the tests that need the real model (calibration, the fast path). Made once per session;
-`at_toy` and `at_workspace` point AUTO_OPTIM_GOALS at them for one test.
+for the tests that need the full-width model (the gate's calibration). `narrow_workspace`: the
+same on the VAE's architecture at narrow widths (tests/narrow_vae), for the tests whose point does
+not depend on the channel counts (optimize.py's logic, the CLIs). Each made once per session;
+`at_toy`, `at_workspace` and `at_narrow_workspace` point AUTO_OPTIM_GOALS at them for one test.
+
+Memory: the full model's weights file is memory-mapped (model/weights.py caches the synthetic
+weights), so loading it costs nothing, but every process that runs it holds its 2.2-2.8 GB of
+weights resident. So `vae` lives for one test, not the session, and no test builds optimize.py's
+decoder on it (its CPU path copies every conv weight: 5 GB in one process).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +30,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TOY = Path(__file__).resolve().parent / "toy_target"
+NARROW = Path(__file__).resolve().parent / "narrow_vae"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
@@ -44,7 +53,7 @@ def use(ws: Path) -> Iterator[Path]:
 
 def make_assets(ws: Path) -> None:
     """The tiny seeded input, its reference, the pool and the machine's peak probe (what prepare.py
-    makes), in a fresh interpreter."""
+    makes), in a fresh interpreter (so the weights it reads are not left resident in this one)."""
     code = ("from harness import _common as C, floor, make_latent, make_reference; "
             "make_latent.run('tiny', mode='seeded', device='cpu'); make_reference.run('tiny', device='cpu'); "
             "floor.ensure_peak('cpu', C.load_adapter(C.load_goals()))")
@@ -53,9 +62,12 @@ def make_assets(ws: Path) -> None:
 
 
 def make_toy(dest: Path, copy_harness: bool = False, git: bool = False) -> Path:
-    """A copy of the toy target with tiny assets; harness/ linked (or copied, for tests that let a
-    candidate write into it unsandboxed); a git repository when asked."""
-    shutil.copytree(TOY, dest, ignore=shutil.ignore_patterns("__pycache__", "assets"))
+    """A copy of the toy target with tiny assets; harness/ and the adapter package toymodel/ linked
+    (harness/ copied, for tests that let a candidate write into it unsandboxed); a git repository
+    when asked. Every toy workspace's adapter is then the same file, so a test may run the harness
+    in this process on several of them (Python imports toymodel.target once per process)."""
+    shutil.copytree(TOY, dest, ignore=shutil.ignore_patterns("__pycache__", "assets", "toymodel"))
+    (dest / "toymodel").symlink_to(TOY / "toymodel", target_is_directory=True)
     if copy_harness:
         shutil.copytree(REPO / "harness", dest / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     else:
@@ -80,19 +92,49 @@ def at_toy(toy: Path) -> Iterator[Path]:
         yield toy
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def vae():
-    """The pristine frozen VAE on CPU, loaded once (from the synthetic-weights cache)."""
-    return C.load_adapter(C.load_goals()).load_model("cpu")
+    """The pristine frozen full-width VAE on CPU, for one test: loading it is a memory map of the
+    synthetic-weights cache (a tenth of a second); what the test touches stays resident until it
+    ends (the decoder 2.2 GB, the encoder 0.6 GB)."""
+    with use(REPO):
+        return C.load_adapter(C.load_goals()).load_model("cpu")
+
+
+@pytest.fixture(scope="session")
+def narrow_vae():
+    """The VAE's architecture at narrow widths (tests/narrow_vae), seeded weights, shared."""
+    from narrow_vae.target import load_model
+
+    return load_model("cpu")
+
+
+def make_vae_workspace(ws: Path, goals: dict) -> Path:
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "goals.json").write_text(json.dumps(goals, indent=1))
+    shutil.copy2(REPO / "optimize.py", ws / "optimize.py")
+    for name in ("model", "harness"):
+        (ws / name).symlink_to(REPO / name, target_is_directory=True)
+    return ws
 
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("workspace")
-    for name in ("goals.json", "optimize.py"):
-        shutil.copy2(REPO / name, ws / name)
-    for name in ("model", "harness"):
-        (ws / name).symlink_to(REPO / name, target_is_directory=True)
+    """The full-width VAE. Its pool holds the two fresh inputs a verify uses (goals.json's 8 would
+    cost six more full-width decodes that no test here reads)."""
+    goals = json.loads((REPO / "goals.json").read_text())
+    goals["pool"] = {**goals["pool"], "size": 2}
+    ws = make_vae_workspace(tmp_path_factory.mktemp("workspace"), goals)
+    make_assets(ws)
+    return ws
+
+
+@pytest.fixture(scope="session")
+def narrow_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """goals.json with the adapter narrow_vae.target (linked in): the real gate, presets and pool."""
+    goals = json.loads((REPO / "goals.json").read_text())
+    ws = make_vae_workspace(tmp_path_factory.mktemp("narrow_workspace"), goals | {"adapter": "narrow_vae.target"})
+    (ws / "narrow_vae").symlink_to(NARROW, target_is_directory=True)
     make_assets(ws)
     return ws
 
@@ -101,3 +143,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def at_workspace(workspace: Path) -> Iterator[Path]:
     with use(workspace):
         yield workspace
+
+
+@pytest.fixture
+def at_narrow_workspace(narrow_workspace: Path) -> Iterator[Path]:
+    with use(narrow_workspace):
+        yield narrow_workspace

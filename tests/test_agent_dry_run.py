@@ -34,10 +34,10 @@ def sh(cmd: list[str], cwd: Path, env: dict, timeout: float = 600) -> subprocess
 
 
 @pytest.fixture(scope="module")
-def agent_repo(tmp_path_factory) -> tuple[Path, dict]:
-    """A fresh git checkout of the project with tiny assets made, nothing recorded yet."""
+def agent_repo(tmp_path_factory, toy) -> tuple[Path, dict]:
+    """A fresh git checkout of the project with the toy's tiny assets, nothing recorded yet."""
     root = tmp_path_factory.mktemp("dry_run") / "repo"
-    return root, make_scratch_repo(root)
+    return root, make_scratch_repo(root, assets_from=toy / "assets")
 
 
 def hook(name: str, payload: dict, root: Path, env: dict) -> subprocess.CompletedProcess:

@@ -77,10 +77,10 @@ def answer_to(server: ModelServer, lane: str, turn: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory) -> dict:
+def scratch(tmp_path_factory, toy) -> dict:
     base = tmp_path_factory.mktemp("claude_e2e")
     root = base / "repo"
-    env = make_scratch_repo(root)
+    env = make_scratch_repo(root, assets_from=toy / "assets")
     frozen = {p: sha(p) for p in sorted((root / "harness").rglob("*.py")) + [root / "goals.json"]}
     frozen.update({p: sha(p) for p in sorted((root / "toymodel").rglob("*.py"))})
     return {"root": root, "env": env, "home": base / "home", "frozen": frozen, "observed": base}

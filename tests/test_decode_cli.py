@@ -1,5 +1,9 @@
 """harness/decode.py: a tiny latent becomes an mp4 whose frames are the decoded video; bad input
-is refused with one line and nothing is written or overwritten; --compare writes the strip."""
+is refused with one line and nothing is written or overwritten; --compare writes the strip.
+
+On the VAE's architecture at narrow widths (tests/narrow_vae, the real target's gate and presets):
+what is checked here is the files decode.py writes, not the model's channel counts, and
+optimize.py's decoder beside a full-width model would hold 5 GB."""
 
 from __future__ import annotations
 
@@ -28,9 +32,10 @@ def _luma(frames: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def decoded(workspace, vae, tmp_path_factory):
-    """One decode of the tiny preset latent with --compare (model load shared with the session)."""
-    with use(workspace):
+def decoded(narrow_workspace, narrow_vae, tmp_path_factory):
+    """One decode of the tiny preset latent with --compare (model shared with the session)."""
+    vae = narrow_vae
+    with use(narrow_workspace):
         adapter = _common.load_adapter(_common.load_goals())
         patch = pytest.MonkeyPatch()
         patch.setattr(adapter, "load_model", lambda device="cpu": vae)
@@ -75,7 +80,7 @@ def _run(args: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err.strip()
 
 
-def test_bad_inputs_fail_with_one_line(at_workspace, tmp_path, capsys):
+def test_bad_inputs_fail_with_one_line(at_narrow_workspace, tmp_path, capsys):
     good = str(_common.input_path("tiny"))
     out = tmp_path / "v.mp4"
     torch.save(torch.zeros(1, 4, 3, 2, 2), tmp_path / "shape.pt")
@@ -96,7 +101,7 @@ def test_bad_inputs_fail_with_one_line(at_workspace, tmp_path, capsys):
     assert list(tmp_path.glob("*.mp4")) == []
 
 
-def test_existing_output_is_kept(at_workspace, tmp_path, capsys):
+def test_existing_output_is_kept(at_narrow_workspace, tmp_path, capsys):
     out = tmp_path / "v.mp4"
     out.write_bytes(b"precious")
     code, err = _run([str(_common.input_path("tiny")), "--out", str(out)], capsys)

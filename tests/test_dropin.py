@@ -1,8 +1,11 @@
 """Drop-in parity: a patched Wan 2.2 VAE (upstream wan22, diffusers) decodes like the unpatched one.
 
-The real Wan 2.2 configuration with synthetic weights (built once for the module), the tiny
-latent size, CPU. Patched outputs must pass the goals.json gate against the unpatched ones,
-and match to 1e-4 when optimize.py runs in fp32 (as it does on CPU).
+The Wan 2.2 configuration at narrow widths (tests/narrow_vae: the decoder 32 channels wide at its
+first stage, not 256) with seeded synthetic weights, the tiny latent size, CPU: the patches and
+the key mapping do not depend on the channel counts, and at full width the upstream model, ours
+and optimize.py's copy of the weights would hold 9 GB. The mapping at the full configuration (every
+key and shape) is checked on the meta device below. Patched outputs must pass the goals.json gate
+against the unpatched ones, and match to 1e-4 when optimize.py runs in fp32 (as it does on CPU).
 """
 
 from __future__ import annotations
@@ -18,15 +21,16 @@ from harness import _common
 from integrations import wan_dropin
 from model import LATENT_MEAN, LATENT_STD, WanVAE
 from model.weights import synthetic_state_dict
+from narrow_vae.target import DIMS
 
 FP32_TOL = 1e-4
 TINY = (1, 48, 3, 2, 2)
 
 
 @pytest.fixture(scope="module")
-def state(vae) -> dict[str, torch.Tensor]:
-    """The session model's weights, shared (not copied, never written) by every model below."""
-    return vae.state_dict()
+def state(narrow_vae) -> dict[str, torch.Tensor]:
+    """The session's narrow model's weights, shared (not copied, never written) by every model below."""
+    return narrow_vae.state_dict()
 
 
 @pytest.fixture(scope="module")
@@ -63,14 +67,14 @@ def test_wan22_patch_matches_upstream(state, latent, monkeypatch):
     upstream = _load_upstream_vae2_2()
 
     def from_state(pretrained_path=None, **kwargs):  # stands in for loading Wan2.2_VAE.pth
-        config = {"num_res_blocks": 2, "attn_scales": [], "dropout": 0.0, **kwargs}
+        config = {"num_res_blocks": 2, "attn_scales": [], "dropout": 0.0, **kwargs, "dec_dim": DIMS["dec_dim"]}
         with torch.device("meta"):
             model = upstream.WanVAE_(**config)
         model.load_state_dict(state, assign=True)
         return model
 
     monkeypatch.setattr(upstream, "_video_vae", from_state)
-    wan_vae = upstream.Wan2_2_VAE(device="cpu")
+    wan_vae = upstream.Wan2_2_VAE(c_dim=DIMS["dim"], device="cpu")
     zs = [latent[0], latent[0, :, :2, :1, :1] * 0.5]  # two videos of different sizes
     expected = wan_vae.decode(zs)
 
@@ -90,7 +94,7 @@ def _diffusers_wan22(state: dict[str, torch.Tensor]):
     diffusers = pytest.importorskip("diffusers", reason="diffusers is not installed")
     with torch.device("meta"):
         vae = diffusers.AutoencoderKLWan(
-            base_dim=160, decoder_base_dim=256, z_dim=48, is_residual=True, patch_size=2,
+            base_dim=DIMS["dim"], decoder_base_dim=DIMS["dec_dim"], z_dim=48, is_residual=True, patch_size=2,
             in_channels=12, out_channels=12, scale_factor_temporal=4, scale_factor_spatial=16,
             latents_mean=list(LATENT_MEAN), latents_std=list(LATENT_STD))
     # ours -> diffusers through the mapping under test: rename diffusers' own key names to ours.

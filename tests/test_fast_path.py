@@ -1,7 +1,9 @@
 """The shipped optimize.py's fast path, checked without a GPU.
 
 - its decode on CPU (fp32 torch ops, the same chunking, history and fused-step logic as on CUDA)
-  matches the frozen model over several passes, a short last pass included;
+  matches the frozen model over several passes, a short last pass included (on the VAE's
+  architecture at narrow widths, tests/narrow_vae: no step of the fast path depends on the channel
+  counts, and at full width its copy of the weights beside the frozen model's would take 5 GB);
 - each Triton kernel matches its torch oracle (TRITON_INTERPRET=1 runs them on CPU tensors);
 - the whole decode through the Triton kernels matches the torch path.
 """
@@ -20,9 +22,11 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install triton)")
-# 6 latent frames: a first pass of 1 frame, then 3 and 2 with 3 frames a pass; not square, so a
-# swapped height and width shows.
-LATENT_SHAPE = (1, 48, 6, 2, 3)
+# 5 latent frames: a first pass of 1 frame, then 3 and 1 with 3 frames a pass (so a history is
+# carried between two passes after the first, where the time upsample's conv runs, and the last
+# pass is short); not square, so a swapped height and width shows. One latent row: the stages
+# after it are 2 to 16 rows high, and the Triton interpreter's cost grows with the pixels.
+LATENT_SHAPE = (1, 48, 5, 1, 2)
 
 
 def load_optimize():
@@ -32,7 +36,8 @@ def load_optimize():
     return module
 
 
-def test_cpu_path_matches_frozen_model(vae: torch.nn.Module) -> None:
+def test_cpu_path_matches_frozen_model(narrow_vae: torch.nn.Module) -> None:
+    vae = narrow_vae
     z = torch.randn(*LATENT_SHAPE, generator=torch.Generator().manual_seed(3))
     decode, info = load_optimize().build_decoder(vae, z)
     assert info["dtype"] == "float32"

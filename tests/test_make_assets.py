@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workspace: Path) -> Path:
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty workspace (no assets) with AUTO_OPTIM_GOALS pointing at it."""
     shutil.copy2(REPO / "goals.json", tmp_path / "goals.json")
     (tmp_path / "model").symlink_to(REPO / "model", target_is_directory=True)

@@ -13,7 +13,7 @@ import torch
 TOL = 1e-5
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def upstream(vae: torch.nn.Module):
     spec = importlib.util.find_spec("wan")
     if spec is None or not spec.submodule_search_locations:

@@ -8,8 +8,8 @@ import torch
 pytest.importorskip("matplotlib", reason="matplotlib is not installed")
 
 from harness import plots  # noqa: E402
-
 from harness.records import COLUMNS  # noqa: E402
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -19,7 +19,7 @@ def _row(exp: str, status: str, median: str, gpu: str = "H100", preset: str = "t
     return "\t".join(values[c] for c in COLUMNS)
 
 
-def test_render_progress_writes_png(at_workspace, tmp_path):
+def test_render_progress_writes_png(tmp_path):
     rows = [_row("e001", "baseline", "10.0"), _row("e002", "keep", "6.0"),
             _row("e003", "revert", "6.5"), _row("e004", "gate_fail", ""),
             _row("e005", "crash", ""), _row("e006", "keep", "4.1"),

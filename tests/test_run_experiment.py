@@ -6,7 +6,9 @@ pays it in full) and candidates set their own sleep, so keep/revert never hangs 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import io
 import json
 import os
 import shutil
@@ -32,11 +34,31 @@ def candidate(sleep: float = 0.0, body: str = "return model(x)", build: str = ""
 
 
 def run(ws: Path, *args: str) -> tuple[int, dict, str]:
+    """`python harness/run_experiment.py ARGS` in the workspace: exit code, its JSON line, its output."""
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(DELAY)}
     p = subprocess.run([sys.executable, str(ws / "harness" / "run_experiment.py"), *args], cwd=ws, env=env,
                        capture_output=True, text=True, timeout=300)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
+
+
+def run_here(ws: Path, *args: str) -> tuple[int, dict, str]:
+    """run(), as run_experiment.main in this process: the same code and the same three answers
+    without an interpreter start per run (the worker that measures is still a process of its own,
+    and the toy model reads TOY_DELAY_S there). For workspaces whose harness/ is this checkout's."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = os.environ.get("TOY_DELAY_S")
+    os.environ["TOY_DELAY_S"] = str(DELAY)
+    try:
+        with use(ws), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run_experiment.main(list(args))
+    finally:
+        if saved is None:
+            os.environ.pop("TOY_DELAY_S")
+        else:
+            os.environ["TOY_DELAY_S"] = saved
+    lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("{")]
+    return code, (json.loads(lines[-1]) if lines else {}), out.getvalue() + err.getvalue()
 
 
 def rows(ws: Path) -> list[dict[str, str]]:
@@ -101,10 +123,11 @@ def test_legacy_rows_are_read_and_kept(tmp_path: Path) -> None:
     assert text.splitlines()[1] == legacy.splitlines()[1] and text.splitlines()[0] == "\t".join(R.COLUMNS)
 
 
-def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One sequence (each run costs a few interpreter starts): the first run's baseline, every
-    status, restores, a --candidate file left alone, append-only records, commits, the
-    leaderboard, measure-only + apply, re-runs, the frozen hash."""
+def test_flow(tmp_path: Path) -> None:
+    """One sequence (each run starts a worker or two): the first run's baseline, every status,
+    restores, a --candidate file left alone, append-only records, commits, the leaderboard,
+    measure-only + apply, re-runs, the frozen hash. In this process (run_here); the command line
+    itself runs in test_tampering_voids_the_run, test_agent_dry_run.py and test_retarget.py."""
     ws = make_toy(tmp_path / "toy", git=True)
     opt = ws / "optimize.py"
     opt.write_text(medium := candidate(MEDIUM))
@@ -117,7 +140,7 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         history.append(text)
 
     # The first run on a machine: the frozen model's fp32 eager baseline, then optimize.py against it.
-    rc, f, out = run(ws, "--desc", "first run")
+    rc, f, out = run_here(ws, "--desc", "first run")
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
     grows()
     assert [r["status"] for r in rows(ws)] == ["baseline", "keep"]
@@ -134,7 +157,7 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
                                 (candidate(FAST, build="    import time; time.sleep(120)\n"), "timeout",
                                  ["--timeout", "5"])]:
         opt.write_text(text)
-        rc, f, out = run(ws, "--desc", status, *extra)
+        rc, f, out = run_here(ws, "--desc", status, *extra)
         assert rc == 1 and f["status"] == status, out
         assert opt.read_text() == medium, f"{status}: optimize.py not restored byte for byte"
         assert json.loads((ws / "records" / f"{f['exp']}.json").read_text())["source"] == text  # kept on record
@@ -143,11 +166,11 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A --candidate file, untracked: never modified; a crash is a row; a keeper becomes optimize.py.
     other = tmp_path / "elsewhere.py"
     other.write_text(broken := candidate(FAST, body="raise RuntimeError('boom')"))
-    rc, f, out = run(ws, "--desc", "untracked crash", "--candidate", str(other))
+    rc, f, out = run_here(ws, "--desc", "untracked crash", "--candidate", str(other))
     assert rc == 1 and f["status"] == "crash" and other.read_text() == broken and opt.read_text() == medium, out
     grows()
     other.write_text(fast := candidate(FAST))
-    rc, f, out = run(ws, "--desc", "untracked keeper", "--candidate", str(other), "--no-profile")
+    rc, f, out = run_here(ws, "--desc", "untracked keeper", "--candidate", str(other), "--no-profile")
     assert rc == 0 and f["status"] == "keep" and other.read_text() == fast and opt.read_text() == fast, out
     assert git(ws, "show", "HEAD~1:optimize.py") == fast  # committed as optimize.py
     grows()
@@ -155,7 +178,7 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A second experiment while one runs: refused at once, nothing recorded.
     lock = open(ws / "runs" / "run_experiment.lock", "a+")
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    rc, f, out = run(ws, "--desc", "concurrent")
+    rc, f, out = run_here(ws, "--desc", "concurrent")
     lock.close()
     assert rc == 2 and "another experiment is running" in f["reason"], out
     assert (ws / "results.tsv").read_text() == history[-1]
@@ -164,7 +187,7 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gpu = tmp_path / "gpu"
     shutil.copytree(ws, gpu, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     (gpu / "optimize.py").write_text(fast)
-    rc, f, out = run(gpu, "--desc", "the same source again", "--measure-only", "--record-out", str(gpu / "rec.json"))
+    rc, f, out = run_here(gpu, "--desc", "the same source again", "--measure-only", "--record-out", str(gpu / "rec.json"))
     assert rc == 0 and f["outcomes"] == ["measured"], out
     rec = json.loads((gpu / "rec.json").read_text())["experiments"][0]
     assert rec["source"] == fast and rec["would_be"] == "rerun"
@@ -183,10 +206,10 @@ def test_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A changed frozen file: refused, nothing recorded, until a person re-baselines.
     goals = json.loads((ws / "goals.json").read_text())
     (ws / "goals.json").write_text(json.dumps(goals | {"noise_threshold": 0.02}))
-    rc, f, out = run(ws, "--desc", "after a goals edit", "--no-profile")
+    rc, f, out = run_here(ws, "--desc", "after a goals edit", "--no-profile")
     assert rc == 2 and "--rebaseline" in f["reason"], out
     assert (ws / "results.tsv").read_text() == history[-1]
-    rc, f, out = run(ws, "--desc", "new comparison", "--rebaseline", "--no-profile")
+    rc, f, out = run_here(ws, "--desc", "new comparison", "--rebaseline", "--no-profile")
     assert rc in (0, 1) and [r["status"] for r in rows(ws)][-2] == "baseline", out
     grows()
     with use(ws):

@@ -5,7 +5,9 @@ Used by the tests that play an agent in the real repository layout (test_agent_d
 test_claude_code_e2e.py): the harness, hooks, .claude/, AGENTS.md and program.md as they are here,
 with tests/toy_target's goals.json, adapter package and optimize.py in place of the VAE's (the
 wiring under test does not depend on the model, and an experiment on the toy takes seconds on two
-CPU cores instead of minutes). Its tiny input, reference and pool are made with the repo's tools.
+CPU cores instead of minutes). Its tiny input, reference and pool are made with the repo's tools,
+or copied from a toy workspace that has them (tests/conftest.py's `toy` fixture: the same goals.json
+and adapter, so the same assets, and two interpreter starts fewer).
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ def run(cmd: list[str], root: Path, env: dict, timeout: float = 600) -> subproce
     return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def make_scratch_repo(root: Path) -> dict:
-    """Fill the empty folder `root`; return the harness environment for it."""
+def make_scratch_repo(root: Path, assets_from: Path | None = None) -> dict:
+    """Fill the empty folder `root`; return the harness environment for it. `assets_from`: a toy
+    workspace's assets/ to copy instead of making them."""
     root.mkdir(parents=True, exist_ok=True)
     for src in COPY:
         if src.is_dir():
@@ -60,11 +63,15 @@ def make_scratch_repo(root: Path) -> dict:
             shutil.copy2(src, root / src.name)
     (root / "CLAUDE.md").symlink_to("AGENTS.md")
     (root / "optimize.py").write_text(CANDIDATE)
-    (root / "assets").mkdir(exist_ok=True)
     env = harness_env(root)
-    for cmd in ([sys.executable, "harness/make_latent.py", "--preset", "tiny", "--seeded"],
-                [sys.executable, "harness/make_reference.py", "--preset", "tiny", "--device", "cpu"],
-                ["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "scratch start"]):
+    make = [[sys.executable, "harness/make_latent.py", "--preset", "tiny", "--seeded"],
+            [sys.executable, "harness/make_reference.py", "--preset", "tiny", "--device", "cpu"]]
+    if assets_from is not None:
+        shutil.copytree(assets_from, root / "assets")
+        make = []
+    else:
+        (root / "assets").mkdir(exist_ok=True)
+    for cmd in (*make, ["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "scratch start"]):
         r = run(cmd, root, env)
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
     return env

@@ -1,0 +1,133 @@
+"""Run the test suite and report its wall time and peak memory (issue 15's budget: 4 min, 4 GB).
+
+    python scripts/measure_tests.py [--per-test N] [pytest args...]   # default pytest args: -q
+
+Peak memory is the largest sum, over one sample, of the resident set size (RSS) of pytest and every
+process below it (workers, sandboxed candidates, fresh interpreters), sampled every 0.2 s from
+/proc, so no package is needed. Shared pages (a memory-mapped weights file read by several
+processes) count once per process: the sum is an upper bound on what the tree needs. The machine's
+load average is printed too: other jobs on the same cores stretch the wall time, not the CPU time.
+
+--per-test N also loads this file as a pytest plugin and prints the N tests (setup, call and
+teardown together) that took the most wall time, with the CPU seconds they cost (pytest and every
+child it waited for: os.times()) and the peak summed RSS while they ran, which do not depend on
+what else the machine is doing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PAGE = os.sysconf("SC_PAGE_SIZE")
+LOG_ENV = "MEASURE_TESTS_LOG"
+
+
+def children() -> dict[int, list[int]]:
+    """ppid -> pids, for every process /proc lists now."""
+    tree: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        tree.setdefault(ppid, []).append(int(entry.name))
+    return tree
+
+
+def tree_rss(root: int) -> int:
+    """Bytes resident in `root` and all its descendants."""
+    tree, total, todo = children(), 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(tree.get(pid, ()))
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+# --- the pytest plugin half (loaded in the pytest process with -p measure_tests) ------------------
+
+_start: dict[str, tuple[float, float]] = {}
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def pytest_runtest_logstart(nodeid, location):  # noqa: ARG001
+    _start[nodeid] = (time.time(), _cpu())
+
+
+def pytest_runtest_logfinish(nodeid, location):  # noqa: ARG001
+    t0, c0 = _start.pop(nodeid, (time.time(), _cpu()))
+    path = os.environ.get(LOG_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"id": nodeid, "t0": t0, "t1": time.time(), "cpu": _cpu() - c0}) + "\n")
+
+
+# --- the runner ------------------------------------------------------------------------------------
+
+def main() -> int:
+    args = sys.argv[1:]
+    per_test = 0
+    if args[:1] == ["--per-test"]:
+        per_test, args = int(args[1]), args[2:]
+    args = args or ["-q"]
+    env = dict(os.environ)
+    log = None
+    if per_test:
+        log = Path(tempfile.mkstemp(prefix="measure_tests_", suffix=".jsonl")[1])
+        env[LOG_ENV] = str(log)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
+        args = ["-p", "measure_tests", *args]
+    load0 = os.getloadavg()
+    cpu0 = os.times()
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=REPO, env=env)
+    peak = peak_at = 0.0
+    samples: list[tuple[float, int]] = []
+    while proc.poll() is None:
+        rss = tree_rss(proc.pid)
+        samples.append((time.time(), rss))
+        if rss > peak:
+            peak, peak_at = rss, time.monotonic() - start
+        time.sleep(0.2)
+    wall = time.monotonic() - start
+    cpu1 = os.times()
+    cpu = cpu1.children_user + cpu1.children_system - cpu0.children_user - cpu0.children_system
+    load1 = os.getloadavg()
+    if log is not None:
+        tests = [json.loads(line) for line in log.read_text().splitlines()]
+        log.unlink()
+        for t in tests:
+            t["rss"] = max((r for s, r in samples if t["t0"] <= s <= t["t1"]), default=0)
+        print(f"\nmeasure_tests: the {per_test} longest tests (wall s, CPU s, peak summed RSS GiB):")
+        for t in sorted(tests, key=lambda t: -(t["t1"] - t["t0"]))[:per_test]:
+            print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['rss'] / 2**30:6.2f}  {t['id']}")
+        print(f"measure_tests: the {per_test} with the highest peak RSS:")
+        for t in sorted(tests, key=lambda t: -t["rss"])[:per_test]:
+            print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['rss'] / 2**30:6.2f}  {t['id']}")
+        print(f"measure_tests: {len(tests)} tests, {sum(t['cpu'] for t in tests):.0f} CPU s in tests")
+    print(f"measure_tests: exit {proc.returncode}; wall {wall:.1f} s ({wall / 60:.2f} min); CPU {cpu:.0f} s "
+          f"(pytest and its children); peak summed RSS {peak / 2**30:.2f} GiB at {peak_at:.0f} s; "
+          f"load average {load0[0]:.2f} before, {load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} (1/5/15 min) after; "
+          f"{os.cpu_count()} CPUs", flush=True)
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
