@@ -92,7 +92,11 @@ def main() -> int:
     if per_test:
         log = Path(tempfile.mkstemp(prefix="measure_tests_", suffix=".jsonl")[1])
         env[LOG_ENV] = str(log)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
+        # The plugin's folder holds only this file: putting scripts/ itself on the path would let
+        # scripts/sky shadow a missing skypilot in every process the tests start.
+        plugin_dir = Path(tempfile.mkdtemp(prefix="measure_tests_"))
+        (plugin_dir / "measure_tests.py").symlink_to(Path(__file__).resolve())
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_dir), env.get("PYTHONPATH")]))
         args = ["-p", "measure_tests", *args]
     load0 = os.getloadavg()
     cpu0 = os.times()

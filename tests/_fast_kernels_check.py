@@ -48,6 +48,10 @@ if "norm" in m.residual_sum.__code__.co_varnames:
     want = torch.empty(2, c, t, h, w)
     m.norm_silu_torch(ref, gamma, None, want)
     close("residual_sum (normalized)", dest[:, :, 2:], want)
+    if "keep_sum" in m.residual_sum.__code__.co_varnames:  # the sum itself not stored: only its normed copy
+        dest.zero_()
+        assert m.residual_sum(a, bias, s, (gamma, dest[:, :, 2:]), keep_sum=False) is None
+        close("residual_sum (normed only)", dest[:, :, 2:], want)
     assert dest[:, :, :2].abs().max() == 0, "the history frames were overwritten"
 
 # subpixel merge: time factor 1 and 2, first chunk or not, with and without the norm. The
