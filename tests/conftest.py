@@ -52,12 +52,14 @@ def use(ws: Path) -> Iterator[Path]:
 
 
 def make_assets(ws: Path) -> None:
-    """The tiny seeded input, its reference and the pool, made in a fresh interpreter (so the
-    weights it reads are not left resident in this one)."""
-    code = ("from harness import make_latent, make_reference; make_latent.run('tiny', mode='seeded', device='cpu'); "
-            "make_reference.run('tiny', device='cpu')")
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=600,
-                   env={**os.environ, C.GOALS_ENV: str(ws / "goals.json")})
+    """The tiny seeded input, its reference and the pool, made with the harness's own functions
+    in this process (a fresh interpreter would cost an import of torch; the model they load is
+    freed when they return, its weights file unmapped)."""
+    from harness import make_latent, make_reference
+
+    with use(ws):
+        make_latent.run("tiny", mode="seeded", device="cpu")
+        make_reference.run("tiny", device="cpu")
 
 
 def make_toy(dest: Path, copy_harness: bool = False, git: bool = False) -> Path:

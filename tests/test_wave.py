@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -94,24 +93,40 @@ def workers_left() -> list[str]:
     return found
 
 
-def _append_many(ws: str, who: int, n: int) -> None:
-    with use(Path(ws)):
-        for _ in range(n):
-            with R.records_lock():  # what apply holds: read, pick the next exp id, append
-                path = R.results_path()
-                exp = R.next_exp_id(R.read_rows(path))
-                R.append_row({"exp": exp, "status": "revert", "desc": f"writer {who}", "median_s": 1.0}, path)
+# Forked from a small interpreter, not from pytest: a forked child's resident set is its parent's
+# (copy-on-write pages count in each), and pytest's is several times this one's.
+APPENDERS = """
+import os, traceback
+from harness import records as R
+
+def append_many(who, n):
+    for _ in range(n):
+        with R.records_lock():  # what apply holds: read, pick the next exp id, append
+            path = R.results_path()
+            exp = R.next_exp_id(R.read_rows(path))
+            R.append_row({"exp": exp, "status": "revert", "desc": f"writer {who}", "median_s": 1.0}, path)
+
+pids = []
+for who in range(4):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            append_many(who, 25)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    pids.append(pid)
+print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids])
+"""
 
 
 def test_concurrent_appends_stay_whole(tmp_path: Path) -> None:
     """Four processes appending at once under the records lock: every row lands, whole, once."""
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_append_many, args=(str(tmp_path), who, 25)) for who in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    p = subprocess.run([sys.executable, "-c", APPENDERS], cwd=Path(__file__).resolve().parent.parent,
+                       env={**os.environ, "AUTO_OPTIM_GOALS": str(tmp_path / "goals.json")},
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "[0, 0, 0, 0]", p.stdout + p.stderr
     got = R.read_rows(tmp_path / "results.tsv")  # refuses a half-written line
     assert [r["exp"] for r in got] == [f"e{i:03d}" for i in range(1, 101)]
     assert sorted(sum(r["desc"] == f"writer {w}" for r in got) for w in range(4)) == [25] * 4
