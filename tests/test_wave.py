@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import make_toy, use
 from harness import records as R
 from harness.wave import main as wave_main
@@ -31,6 +33,7 @@ def wave(ws: Path, *args: str) -> tuple[int, dict, str]:
     return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
 
 
+@pytest.mark.alone  # three members measuring at once, each an interpreter and a worker: 2.4 GB
 def test_wave(tmp_path: Path) -> None:
     """Two waves: the first (no baseline yet) keeps the best of three and records a crash beside
     it; the second records a member that hangs its measuring process, without losing the other."""
@@ -81,12 +84,16 @@ def test_wave(tmp_path: Path) -> None:
 
 
 def workers_left() -> list[str]:
-    """Worker processes started from this checkout (a worker's cwd is the harness's repository)."""
+    """Worker processes started from this checkout (a worker's cwd is the harness's repository)
+    by this pytest process: under pytest-xdist, the other pytest worker's tests start workers of
+    their own meanwhile, and every process started from here inherits PYTEST_XDIST_WORKER."""
     repo = Path(__file__).resolve().parent.parent
+    mine = f"PYTEST_XDIST_WORKER={os.environ['PYTEST_XDIST_WORKER']}".encode() if "PYTEST_XDIST_WORKER" in os.environ else None
     found = []
     for p in Path("/proc").iterdir():
         try:
-            if p.name.isdigit() and b"harness.worker" in (p / "cmdline").read_bytes() and (p / "cwd").resolve() == repo:
+            if p.name.isdigit() and b"harness.worker" in (p / "cmdline").read_bytes() and (p / "cwd").resolve() == repo \
+                    and (mine is None or mine in (p / "environ").read_bytes().split(b"\0")):
                 found.append(p.name)
         except OSError:
             pass
