@@ -43,14 +43,19 @@ FULL_WIDTH = {"vae", "workspace"}
 
 
 # Modules started early, longest first (CPU seconds on 2 cores, issue 15), so that under
-# pytest-xdist no long test is left running on one worker while the other has nothing to do.
-LONG_MODULES = ("test_llm_harness.py", "test_run_experiment.py", "test_retarget.py", "test_agent_dry_run.py",
-                "test_claude_code_e2e.py", "test_bench_profile.py")
+# pytest-xdist no long test is left running on one worker while the other has nothing to do;
+# test_wave.py first of them, for its part that runs alone().
+LONG_MODULES = ("test_wave.py", "test_llm_harness.py", "test_run_experiment.py", "test_retarget.py",
+                "test_agent_dry_run.py", "test_claude_code_e2e.py", "test_bench_profile.py")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "alone: under pytest-xdist, run with no other test beside it "
                             "(its processes together hold over 2 GB; see pytest_runtest_protocol)")
+    if getattr(config.option, "maxschedchunk", "absent") is None:
+        # xdist's load scheduling hands each worker a quarter of its share at once (21 tests here),
+        # which would put every long test, sorted first, on one worker: hand them out one at a time.
+        config.option.maxschedchunk = 1
 
 
 def runs_alone(item: pytest.Item) -> bool:
@@ -71,11 +76,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)
 
 
+_held: list = []  # the lock files of the test this process is running (under xdist)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """Under pytest-xdist, a test that uses the full-width model (or is marked `alone`) runs
     alone, so the summed memory of the suite stays that of one such test plus the pytest
-    processes (issue 15: 4 GB).
+    processes (issue 15: 4 GB); `alone()` does the same for a part of a test.
 
     A readers-writer lock over the whole protocol (setup, call, teardown): every other test holds
     the main lock shared; an `alone` one takes the gate exclusively (so no new test starts beside
@@ -85,16 +93,37 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         yield
         return
     folder = item.config._tmp_path_factory.getbasetemp().parent
-    exclusive = runs_alone(item)
     with open(folder / "full_width.gate", "a+") as gate, open(folder / "full_width.lock", "a+") as main:
-        if exclusive:
+        if runs_alone(item):
             fcntl.flock(gate, fcntl.LOCK_EX)
             fcntl.flock(main, fcntl.LOCK_EX)
         else:
             fcntl.flock(gate, fcntl.LOCK_SH)
             fcntl.flock(main, fcntl.LOCK_SH)
             fcntl.flock(gate, fcntl.LOCK_UN)
-        yield  # closing the files releases the locks
+        _held[:] = [gate, main]
+        try:
+            yield  # closing the files releases the locks
+        finally:
+            _held.clear()
+
+
+@contextlib.contextmanager
+def alone() -> Iterator[None]:
+    """Within a test that is not `alone`: run this part with no other test beside it. The shared
+    lock is let go first and taken back after, so two workers asking at once cannot deadlock."""
+    if not _held:
+        yield
+        return
+    gate, main = _held
+    fcntl.flock(main, fcntl.LOCK_UN)
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    fcntl.flock(main, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(main, fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager
