@@ -14,7 +14,8 @@ weights), so loading it costs nothing, but every process that runs it holds its 
 weights resident. So `vae` lives for one test, not the session, and no test builds optimize.py's
 decoder on it (its CPU path copies every conv weight: 5 GB in one process). Under pytest-xdist
 (README: `-n 2`), a test that uses the full-width model (the fixtures in FULL_WIDTH), or is marked
-`alone`, runs with no other test beside it: see pytest_runtest_protocol below. This file imports torch only when a fixture needs it, so
+`alone`, runs with no other test beside it (pytest_runtest_protocol below), and those tests start
+first (pytest_collection_modifyitems). This file imports torch only when a fixture needs it, so
 xdist's controlling process (which loads it too) stays small.
 """
 
@@ -42,11 +43,16 @@ GOALS_ENV = "AUTO_OPTIM_GOALS"  # harness/_common.py's GOALS_ENV, without import
 FULL_WIDTH = {"vae", "workspace"}
 
 
-# Modules started early, longest first (CPU seconds on 2 cores, issue 15), so that under
-# pytest-xdist no long test is left running on one worker while the other has nothing to do;
-# test_wave.py first of them, for its part that runs alone().
-LONG_MODULES = ("test_wave.py", "test_llm_harness.py", "test_run_experiment.py", "test_retarget.py",
-                "test_agent_dry_run.py", "test_claude_code_e2e.py", "test_bench_profile.py")
+# Modules started early, longest first (their tests' seconds on 2 cores, issue 15), so that
+# under pytest-xdist no long test is left running on one worker while the other has nothing to
+# do. The modules of many short tests (the cheaters, ...) come after them and fill the gaps.
+LONG_MODULES = ("test_llm_harness.py", "test_run_experiment.py", "test_claude_code_e2e.py",
+                "test_bench_profile.py", "test_retarget.py", "test_fast_path.py", "test_agent_dry_run.py",
+                "test_verify.py", "test_cheaters.py")
+# Tests that start no process with torch in it and hold little (the hooks run as small Python
+# processes of the standard library): they take no lock, so they run beside an `alone` test too,
+# and they start right after those.
+LIGHT_MODULES = ("test_hooks.py",)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,34 +68,44 @@ def runs_alone(item: pytest.Item) -> bool:
     return not FULL_WIDTH.isdisjoint(item.fixturenames) or item.get_closest_marker("alone") is not None
 
 
+def module_name(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+
+
+def runs_light(item: pytest.Item) -> bool:
+    return module_name(item) in LIGHT_MODULES and not runs_alone(item)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The order tests start in (each module's own order kept): those that run alone first, while
     the pytest processes beside them are still small (each grows as its tests import diffusers,
-    transformers, ...), then LONG_MODULES, then the rest."""
+    transformers, ...), and before any long test is in flight (an `alone` test waits for the one
+    in flight to end); then LIGHT_MODULES (the other worker's work meanwhile), then LONG_MODULES,
+    then the rest."""
     def rank(item: pytest.Item) -> int:
         if runs_alone(item):
             return 0
-        name = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
-        return 1 + LONG_MODULES.index(name) if name in LONG_MODULES else 1 + len(LONG_MODULES)
+        if runs_light(item):
+            return 1
+        name = module_name(item)
+        return 2 + LONG_MODULES.index(name) if name in LONG_MODULES else 2 + len(LONG_MODULES)
 
     items.sort(key=rank)
-
-
-_held: list = []  # the lock files of the test this process is running (under xdist)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """Under pytest-xdist, a test that uses the full-width model (or is marked `alone`) runs
     alone, so the summed memory of the suite stays that of one such test plus the pytest
-    processes (issue 15: 4 GB); `alone()` does the same for a part of a test.
+    processes (issue 15: 4 GB).
 
     A readers-writer lock over the whole protocol (setup, call, teardown): every other test holds
-    the main lock shared; an `alone` one takes the gate exclusively (so no new test starts beside
-    it), then waits for the main lock exclusively (for the test in flight to end). Both files live
-    in the run's temporary folder, which every xdist worker of the run shares."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
+    the main lock shared (but those of LIGHT_MODULES, none); an `alone` one takes the gate
+    exclusively (so no new test starts beside it), then waits for the main lock exclusively (for
+    the test in flight to end). Both files live in the run's temporary folder, which every xdist
+    worker of the run shares."""
+    if "PYTEST_XDIST_WORKER" not in os.environ or runs_light(item):
         yield
         return
     folder = item.config._tmp_path_factory.getbasetemp().parent
@@ -101,29 +117,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
             fcntl.flock(gate, fcntl.LOCK_SH)
             fcntl.flock(main, fcntl.LOCK_SH)
             fcntl.flock(gate, fcntl.LOCK_UN)
-        _held[:] = [gate, main]
-        try:
-            yield  # closing the files releases the locks
-        finally:
-            _held.clear()
-
-
-@contextlib.contextmanager
-def alone() -> Iterator[None]:
-    """Within a test that is not `alone`: run this part with no other test beside it. The shared
-    lock is let go first and taken back after, so two workers asking at once cannot deadlock."""
-    if not _held:
-        yield
-        return
-    gate, main = _held
-    fcntl.flock(main, fcntl.LOCK_UN)
-    fcntl.flock(gate, fcntl.LOCK_EX)
-    fcntl.flock(main, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(main, fcntl.LOCK_SH)
-        fcntl.flock(gate, fcntl.LOCK_UN)
+        yield  # closing the files releases the locks
 
 
 @contextlib.contextmanager

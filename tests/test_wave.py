@@ -13,7 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import alone, make_toy, use
+import pytest
+
+from conftest import make_toy, use
 from harness import records as R
 from harness.wave import main as wave_main
 from test_run_experiment import candidate, git, rows
@@ -31,6 +33,7 @@ def wave(ws: Path, *args: str) -> tuple[int, dict, str]:
     return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
 
 
+@pytest.mark.alone  # its first wave: three members measuring at once, each an interpreter and a worker: 2.4 GB
 def test_wave(tmp_path: Path) -> None:
     """Two waves: the first (no baseline yet) keeps the best of three and records a crash beside
     it; the second records a member that hangs its measuring process, without losing the other."""
@@ -51,8 +54,7 @@ def test_wave(tmp_path: Path) -> None:
     lock.close()
     assert not (ws / "results.tsv").exists()
 
-    with alone():  # three members measuring at once, each an interpreter and a worker: 2.4 GB
-        rc, f, out = wave(ws, *(f"candidates/{n}" for n in files))
+    rc, f, out = wave(ws, *(f"candidates/{n}" for n in files))
     assert rc == 0, out
     got = rows(ws)
     # the first member's baseline, then the failed member, then the passing ones best first
