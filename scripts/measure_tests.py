@@ -1,17 +1,19 @@
 """Run the test suite and report its wall time and peak memory (issue 15's budget: 4 min, 4 GB).
 
-    python scripts/measure_tests.py [--per-test N] [pytest args...]   # default pytest args: -q
+    python scripts/measure_tests.py [--per-test N] [pytest args...]   # default: -q -n 2 (README's)
 
 Peak memory is the largest sum, over one sample, of the resident set size (RSS) of pytest and every
 process below it (workers, sandboxed candidates, fresh interpreters), sampled every 0.2 s from
 /proc, so no package is needed. Shared pages (a memory-mapped weights file read by several
-processes) count once per process: the sum is an upper bound on what the tree needs. The machine's
-load average is printed too: other jobs on the same cores stretch the wall time, not the CPU time.
+processes, or a forked child's copy-on-write pages) count once per process: the sum is an upper
+bound on what the tree needs. The processes at the peak are listed. The machine's load average is
+printed too: other jobs on the same cores stretch the wall time, not the CPU time.
 
 --per-test N also loads this file as a pytest plugin and prints the N tests (setup, call and
 teardown together) that took the most wall time, with the CPU seconds they cost (pytest and every
 child it waited for: os.times()) and the peak summed RSS while they ran, which do not depend on
-what else the machine is doing.
+what else the machine is doing. Give it pytest args without -n: under xdist the tests run in
+worker processes, where this plugin's CPU clock is not.
 """
 
 from __future__ import annotations
@@ -44,17 +46,20 @@ def children() -> dict[int, list[int]]:
     return tree
 
 
-def tree_rss(root: int) -> int:
-    """Bytes resident in `root` and all its descendants."""
-    tree, total, todo = children(), 0, [root]
+def tree_rss(root: int) -> tuple[int, list[tuple[int, str]]]:
+    """Bytes resident in `root` and all its descendants, and (bytes, command line) per process."""
+    tree, total, todo, each = children(), 0, [root], []
     while todo:
         pid = todo.pop()
         todo.extend(tree.get(pid, ()))
         try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+            rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, IndexError, ValueError):
-            pass
-    return total
+            continue
+        total += rss
+        each.append((rss, cmd.strip()))
+    return total, each
 
 
 # --- the pytest plugin half (loaded in the pytest process with -p measure_tests) ------------------
@@ -86,7 +91,7 @@ def main() -> int:
     per_test = 0
     if args[:1] == ["--per-test"]:
         per_test, args = int(args[1]), args[2:]
-    args = args or ["-q"]
+    args = args or ["-q", "-n", "2"]
     env = dict(os.environ)
     log = None
     if per_test:
@@ -103,12 +108,13 @@ def main() -> int:
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=REPO, env=env)
     peak = peak_at = 0.0
+    at_peak: list[tuple[int, str]] = []
     samples: list[tuple[float, int]] = []
     while proc.poll() is None:
-        rss = tree_rss(proc.pid)
+        rss, each = tree_rss(proc.pid)
         samples.append((time.time(), rss))
         if rss > peak:
-            peak, peak_at = rss, time.monotonic() - start
+            peak, peak_at, at_peak = rss, time.monotonic() - start, each
         time.sleep(0.2)
     wall = time.monotonic() - start
     cpu1 = os.times()
@@ -126,6 +132,9 @@ def main() -> int:
         for t in sorted(tests, key=lambda t: -t["rss"])[:per_test]:
             print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['rss'] / 2**30:6.2f}  {t['id']}")
         print(f"measure_tests: {len(tests)} tests, {sum(t['cpu'] for t in tests):.0f} CPU s in tests")
+    print(f"measure_tests: the processes at the peak ({peak / 2**30:.2f} GiB):")
+    for rss, cmd in sorted(at_peak, reverse=True):
+        print(f"  {rss / 2**30:6.2f} GiB  {cmd[:150]}")
     print(f"measure_tests: exit {proc.returncode}; wall {wall:.1f} s ({wall / 60:.2f} min); CPU {cpu:.0f} s "
           f"(pytest and its children); peak summed RSS {peak / 2**30:.2f} GiB at {peak_at:.0f} s; "
           f"load average {load0[0]:.2f} before, {load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} (1/5/15 min) after; "

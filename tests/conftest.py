@@ -12,12 +12,17 @@ not depend on the channel counts (optimize.py's logic, the CLIs). Each made once
 Memory: the full model's weights file is memory-mapped (model/weights.py caches the synthetic
 weights), so loading it costs nothing, but every process that runs it holds its 2.2-2.8 GB of
 weights resident. So `vae` lives for one test, not the session, and no test builds optimize.py's
-decoder on it (its CPU path copies every conv weight: 5 GB in one process).
+decoder on it (its CPU path copies every conv weight: 5 GB in one process). Under pytest-xdist
+(README: `-n 2`), a test that uses the full-width model (the fixtures in FULL_WIDTH), or is marked
+`alone`, runs with no other test beside it (pytest_runtest_protocol below), and those tests start
+first (pytest_collection_modifyitems). This file imports torch only when a fixture needs it, so
+xdist's controlling process (which loads it too) stays small.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -33,32 +38,114 @@ TOY = Path(__file__).resolve().parent / "toy_target"
 NARROW = Path(__file__).resolve().parent / "narrow_vae"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+GOALS_ENV = "AUTO_OPTIM_GOALS"  # harness/_common.py's GOALS_ENV, without importing torch here
+# The fixtures that hold (or make a process hold) the full-width VAE's weights: 2.2-2.8 GB.
+FULL_WIDTH = {"vae", "workspace"}
 
-from harness import _common as C  # noqa: E402
+
+# Modules started early, longest first (their tests' seconds on 2 cores, issue 15), so that
+# under pytest-xdist no long test is left running on one worker while the other has nothing to
+# do. The modules of many short tests (the cheaters, ...) come after them and fill the gaps.
+LONG_MODULES = ("test_llm_harness.py", "test_run_experiment.py", "test_claude_code_e2e.py",
+                "test_bench_profile.py", "test_retarget.py", "test_fast_path.py", "test_agent_dry_run.py",
+                "test_verify.py", "test_cheaters.py")
+# Tests that start no process with torch in it and hold little (the hooks run as small Python
+# processes of the standard library): they take no lock, so they run beside an `alone` test too,
+# and they start right after those.
+LIGHT_MODULES = ("test_hooks.py",)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "alone: under pytest-xdist, run with no other test beside it "
+                            "(its processes together hold over 2 GB; see pytest_runtest_protocol)")
+    if getattr(config.option, "maxschedchunk", "absent") is None:
+        # xdist's load scheduling hands each worker a quarter of its share at once (21 tests here),
+        # which would put every long test, sorted first, on one worker: hand them out one at a time.
+        config.option.maxschedchunk = 1
+
+
+def runs_alone(item: pytest.Item) -> bool:
+    return not FULL_WIDTH.isdisjoint(item.fixturenames) or item.get_closest_marker("alone") is not None
+
+
+def module_name(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+
+
+def runs_light(item: pytest.Item) -> bool:
+    return module_name(item) in LIGHT_MODULES and not runs_alone(item)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The order tests start in (each module's own order kept): those that run alone first, while
+    the pytest processes beside them are still small (each grows as its tests import diffusers,
+    transformers, ...), and before any long test is in flight (an `alone` test waits for the one
+    in flight to end); then LIGHT_MODULES (the other worker's work meanwhile), then LONG_MODULES,
+    then the rest."""
+    def rank(item: pytest.Item) -> int:
+        if runs_alone(item):
+            return 0
+        if runs_light(item):
+            return 1
+        name = module_name(item)
+        return 2 + LONG_MODULES.index(name) if name in LONG_MODULES else 2 + len(LONG_MODULES)
+
+    items.sort(key=rank)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Under pytest-xdist, a test that uses the full-width model (or is marked `alone`) runs
+    alone, so the summed memory of the suite stays that of one such test plus the pytest
+    processes (issue 15: 4 GB).
+
+    A readers-writer lock over the whole protocol (setup, call, teardown): every other test holds
+    the main lock shared (but those of LIGHT_MODULES, none); an `alone` one takes the gate
+    exclusively (so no new test starts beside it), then waits for the main lock exclusively (for
+    the test in flight to end). Both files live in the run's temporary folder, which every xdist
+    worker of the run shares."""
+    if "PYTEST_XDIST_WORKER" not in os.environ or runs_light(item):
+        yield
+        return
+    folder = item.config._tmp_path_factory.getbasetemp().parent
+    with open(folder / "full_width.gate", "a+") as gate, open(folder / "full_width.lock", "a+") as main:
+        if runs_alone(item):
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(main, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_SH)
+            fcntl.flock(main, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield  # closing the files releases the locks
 
 
 @contextlib.contextmanager
 def use(ws: Path) -> Iterator[Path]:
     """Point the harness at a workspace's goals.json for the duration."""
-    saved = os.environ.get(C.GOALS_ENV)
-    os.environ[C.GOALS_ENV] = str(ws / "goals.json")
+    saved = os.environ.get(GOALS_ENV)
+    os.environ[GOALS_ENV] = str(ws / "goals.json")
     try:
         yield ws
     finally:
         if saved is None:
-            os.environ.pop(C.GOALS_ENV, None)
+            os.environ.pop(GOALS_ENV, None)
         else:
-            os.environ[C.GOALS_ENV] = saved
+            os.environ[GOALS_ENV] = saved
 
 
 def make_assets(ws: Path) -> None:
     """The tiny seeded input, its reference, the pool and the machine's peak probe (what prepare.py
-    makes), in a fresh interpreter (so the weights it reads are not left resident in this one)."""
-    code = ("from harness import _common as C, floor, make_latent, make_reference; "
-            "make_latent.run('tiny', mode='seeded', device='cpu'); make_reference.run('tiny', device='cpu'); "
-            "floor.ensure_peak('cpu', C.load_adapter(C.load_goals()))")
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=600,
-                   env={**os.environ, C.GOALS_ENV: str(ws / "goals.json")})
+    makes), with the harness's own functions in this process (a fresh interpreter would cost an
+    import of torch; the model they load is freed when they return, its weights file unmapped)."""
+    from harness import _common as C
+    from harness import floor, make_latent, make_reference
+
+    assert C.GOALS_ENV == GOALS_ENV  # else the assets below would be made for the real goals.json
+    with use(ws):
+        make_latent.run("tiny", mode="seeded", device="cpu")
+        make_reference.run("tiny", device="cpu")
+        floor.ensure_peak("cpu", C.load_adapter(C.load_goals()))
 
 
 def make_toy(dest: Path, copy_harness: bool = False, git: bool = False) -> Path:
@@ -97,6 +184,8 @@ def vae():
     """The pristine frozen full-width VAE on CPU, for one test: loading it is a memory map of the
     synthetic-weights cache (a tenth of a second); what the test touches stays resident until it
     ends (the decoder 2.2 GB, the encoder 0.6 GB)."""
+    from harness import _common as C
+
     with use(REPO):
         return C.load_adapter(C.load_goals()).load_model("cpu")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import use
 from harness import profile
 
 CHEATERS = Path(__file__).resolve().parent / "cheaters"
@@ -36,12 +37,25 @@ def test_bench_cli(toy: Path) -> None:
     assert "boundary" in out and 0 < f["boundary_s"] < 0.05  # handing a tiny input over and back
 
 
-def test_bench_exit_codes(toy: Path) -> None:
-    rc, f, out = cli(toy, "harness/bench.py", "--candidate", str(CHEATERS / "exits.py"))
+def bench_here(ws: Path, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, dict, str]:
+    """cli(ws, "harness/bench.py", *args) as bench.main in this process: the same exit code and
+    lines without an interpreter start (the candidate still runs in a worker process)."""
+    from harness import bench
+
+    with use(ws):
+        rc = bench.main(list(args))
+    out = capsys.readouterr()
+    last = out.out.strip().splitlines()[-1] if out.out.strip() else "{}"
+    return rc, (json.loads(last) if last.startswith("{") else {}), out.out + out.err
+
+
+def test_bench_exit_codes(toy: Path, capsys: pytest.CaptureFixture) -> None:
+    """What bench's exit code says; its command line runs in test_bench_cli."""
+    rc, f, out = bench_here(toy, capsys, "--candidate", str(CHEATERS / "exits.py"))
     assert rc == 1 and "exited with code 3" in f["reason"], out
-    rc, f, out = cli(toy, "harness/bench.py", "--candidate", str(CHEATERS / "zeros.py"))
+    rc, f, out = bench_here(toy, capsys, "--candidate", str(CHEATERS / "zeros.py"))
     assert rc == 1 and f["status"] == "gate_fail", out  # bench checks what it times
-    rc, f, out = cli(toy, "harness/bench.py", "--preset", "huge")
+    rc, f, out = bench_here(toy, capsys, "--preset", "huge")
     assert rc == 2 and "unknown preset" in f["reason"], out
 
 

@@ -11,8 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
+from conftest import use
 from harness import _common as C
 from harness import verify
 
@@ -25,6 +27,16 @@ def run_verify(ws: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, C.GOALS_ENV: str(ws / "goals.json")}
     return subprocess.run([sys.executable, str(REPO / "harness" / "verify.py"), "--preset", "tiny",
                            "--device", "cpu", *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+def verify_here(ws: Path, capsys: pytest.CaptureFixture, *args: str) -> subprocess.CompletedProcess:
+    """run_verify as verify.main in this process (no interpreter start): the same exit code and
+    output, for the setup errors it reports before any worker starts. The command line's own
+    one-line setup error runs in test_cli_missing_assets_exit_2."""
+    with use(ws):
+        code = verify.main(["--preset", "tiny", "--device", "cpu", *args])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["verify.main"], code, out.out, out.err)
 
 
 def test_calibration(at_workspace: Path) -> None:
@@ -57,22 +69,22 @@ def test_cli_missing_assets_exit_2(tmp_path: Path) -> None:
     assert len(r.stderr.strip().splitlines()) == 1 and "harness/prepare.py" in r.stderr
 
 
-def test_damaged_assets_say_how_to_remake_them(toy: Path, tmp_path: Path) -> None:
+def test_damaged_assets_say_how_to_remake_them(toy: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     ws = tmp_path / "ws"
     shutil.copytree(toy, ws, symlinks=True)
     (ws / "assets" / "input_tiny.pt").write_bytes(b"garbage, not a torch file")
-    r = run_verify(ws)
+    r = verify_here(ws, capsys)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "damaged" in r.stderr and "harness/prepare.py" in r.stderr and "weights_only" not in r.stderr
 
 
-def test_stale_reference_is_setup_error(toy: Path, tmp_path: Path) -> None:
+def test_stale_reference_is_setup_error(toy: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     ws = tmp_path / "ws"
     shutil.copytree(toy, ws, symlinks=True)
     ref = torch.load(ws / "assets" / "reference_tiny.pt", weights_only=True)
     ref["meta"]["model_sha256"] = "0" * 64
     torch.save(ref, ws / "assets" / "reference_tiny.pt")
-    r = run_verify(ws)
+    r = verify_here(ws, capsys)
     assert r.returncode == 2 and "make_reference.py --force" in r.stderr, r.stderr
 
 

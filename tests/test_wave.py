@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import fcntl
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import make_toy, use
 from harness import records as R
@@ -32,6 +33,7 @@ def wave(ws: Path, *args: str) -> tuple[int, dict, str]:
     return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
 
 
+@pytest.mark.alone  # its first wave: three members measuring at once, each an interpreter and a worker: 2.4 GB
 def test_wave(tmp_path: Path) -> None:
     """Two waves: the first (no baseline yet) keeps the best of three and records a crash beside
     it; the second records a member that hangs its measuring process, without losing the other."""
@@ -82,36 +84,56 @@ def test_wave(tmp_path: Path) -> None:
 
 
 def workers_left() -> list[str]:
-    """Worker processes started from this checkout (a worker's cwd is the harness's repository)."""
+    """Worker processes started from this checkout (a worker's cwd is the harness's repository)
+    by this pytest process: under pytest-xdist, the other pytest worker's tests start workers of
+    their own meanwhile, and every process started from here inherits PYTEST_XDIST_WORKER."""
     repo = Path(__file__).resolve().parent.parent
+    mine = f"PYTEST_XDIST_WORKER={os.environ['PYTEST_XDIST_WORKER']}".encode() if "PYTEST_XDIST_WORKER" in os.environ else None
     found = []
     for p in Path("/proc").iterdir():
         try:
-            if p.name.isdigit() and b"harness.worker" in (p / "cmdline").read_bytes() and (p / "cwd").resolve() == repo:
+            if p.name.isdigit() and b"harness.worker" in (p / "cmdline").read_bytes() and (p / "cwd").resolve() == repo \
+                    and (mine is None or mine in (p / "environ").read_bytes().split(b"\0")):
                 found.append(p.name)
         except OSError:
             pass
     return found
 
 
-def _append_many(ws: str, who: int, n: int) -> None:
-    with use(Path(ws)):
-        for _ in range(n):
-            with R.records_lock():  # what apply holds: read, pick the next exp id, append
-                path = R.results_path()
-                exp = R.next_exp_id(R.read_rows(path))
-                R.append_row({"exp": exp, "status": "revert", "desc": f"writer {who}", "median_s": 1.0}, path)
+# Forked from a small interpreter, not from pytest: a forked child's resident set is its parent's
+# (copy-on-write pages count in each), and pytest's is several times this one's.
+APPENDERS = """
+import os, traceback
+from harness import records as R
+
+def append_many(who, n):
+    for _ in range(n):
+        with R.records_lock():  # what apply holds: read, pick the next exp id, append
+            path = R.results_path()
+            exp = R.next_exp_id(R.read_rows(path))
+            R.append_row({"exp": exp, "status": "revert", "desc": f"writer {who}", "median_s": 1.0}, path)
+
+pids = []
+for who in range(4):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            append_many(who, 25)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    pids.append(pid)
+print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids])
+"""
 
 
 def test_concurrent_appends_stay_whole(tmp_path: Path) -> None:
     """Four processes appending at once under the records lock: every row lands, whole, once."""
-    ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_append_many, args=(str(tmp_path), who, 25)) for who in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    p = subprocess.run([sys.executable, "-c", APPENDERS], cwd=Path(__file__).resolve().parent.parent,
+                       env={**os.environ, "AUTO_OPTIM_GOALS": str(tmp_path / "goals.json")},
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "[0, 0, 0, 0]", p.stdout + p.stderr
     got = R.read_rows(tmp_path / "results.tsv")  # refuses a half-written line
     assert [r["exp"] for r in got] == [f"e{i:03d}" for i in range(1, 101)]
     assert sorted(sum(r["desc"] == f"writer {w}" for r in got) for w in range(4)) == [25] * 4
