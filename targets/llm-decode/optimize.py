@@ -1,20 +1,14 @@
-"""The candidate (llm-decode): build_decoder(model, example_input) -> (forward_fn, info), where
-forward_fn(x) maps a prompt [B, R, N] to the float32 logits [B, N, vocab] of N greedy tokens, each
-step fed the argmax of the logits it returns for the step before (llm/decode.py has the contract;
-the harness checks every call along its own path). The rule here: one decode step per generated
-token (no drafting or guessing ahead: the synthetic weights' greedy paths repeat, README says why).
+"""Keeper candidate 3: bf16, a static KV cache, and the decode step compiled by torch.compile
+with mode="reduce-overhead": Inductor fuses the step's pointwise work (RMSNorm, RoPE, SiLU-gate,
+residual adds) into fewer kernels, and CUDA graphs replay it with one launch a token.
 
-The best keeper so far, the code of experiments/bf16_static_cudagraph.py:
-bf16, a static KV cache, and the one-token decode step replayed as a CUDA graph.
-
-At batch 1 an eager decode step is a few hundred small kernels, each launched from Python
-through transformers' modules: the GPU waits on the CPU. The step has fixed shapes and
-addresses with a static cache (the position lives on the GPU, in the cache's cumulative_length),
-so it is captured once at build time and replayed N - 1 times a call, one launch a token. The
-step ends by writing the argmax of its logits into its own input buffer, so the next replay feeds
-the greedy token without the host ever reading it (no sync between steps). The prefill stays
-eager (one forward, its shape is the prompt's). Off CUDA the same loop runs eagerly, which is
-what the CPU tests check.
+fullgraph=True makes any graph break an error at build time instead of a silent slow path. The
+prefill stays eager. The build compiles and warms the step (three calls) so that the timed calls
+replay recorded graphs. Off CUDA the step runs eagerly unless CPU_BACKEND names a backend (the
+CPU tests set "eager": dynamo then traces the whole step, proving it has no graph break).
+The step returns its logits and their argmax, both computed inside the graph; the argmax is
+copied into the step's input buffer on the device (no host sync between steps), and both
+outputs are consumed before the next replay overwrites them.
 """
 
 import torch
@@ -22,19 +16,20 @@ from transformers import StaticCache
 
 from llm.decode import greedy_token, prompt_of, split
 
+CPU_BACKEND = None
+
 
 def build_decoder(model, example_input):
     model.to(torch.bfloat16)
     b, p, n = split(example_input.shape)
     device = next(model.parameters()).device
     cache = StaticCache(config=model.config, max_cache_len=p + n)
-    token = torch.zeros(b, 1, dtype=torch.long, device=device)  # the graph's input: the token to feed
+    token = torch.zeros(b, 1, dtype=torch.long, device=device)  # one input buffer for every step
+    torch._dynamo.mark_static_address(token)  # so CUDA graphs read it in place instead of copying
 
-    def step() -> torch.Tensor:
-        """Feed `token`, return the logits (fp32) and leave their argmax in `token` for the next step."""
+    def step(token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = model(input_ids=token, past_key_values=cache, use_cache=True).logits[:, -1].float()
-        token.copy_(greedy_token(logits))
-        return logits
+        return logits, greedy_token(logits)
 
     def prefill(prompt: torch.Tensor) -> torch.Tensor:
         cache.reset()
@@ -42,31 +37,25 @@ def build_decoder(model, example_input):
         token.copy_(greedy_token(logits))
         return logits
 
-    graph, graph_logits = None, None
-    if device.type == "cuda" and n > 1:  # N = 1 (the ttft preset) has no decode step
-        example_prompt = prompt_of(example_input.to(device))
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), torch.no_grad():  # warm-up: allocates the cache, loads kernels
-            prefill(example_prompt)
-            for _ in range(min(3, n - 1)):  # stays inside the cache's P + N slots
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(graph):
-            graph_logits = step()
+    if device.type == "cuda":
+        step = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+    elif CPU_BACKEND is not None:
+        step = torch.compile(step, backend=CPU_BACKEND, fullgraph=True)
+
+    with torch.no_grad():  # compile and record now, not in the first timed call
+        prefill(prompt_of(example_input.to(device)))
+        for _ in range(min(3, n - 1)):  # stays inside the cache's P + N slots
+            token.copy_(step(token)[1])
 
     @torch.no_grad()
     def forward_fn(x: torch.Tensor) -> torch.Tensor:
         out = torch.empty(b, n, model.config.vocab_size, dtype=torch.float32, device=x.device)
         out[:, 0] = prefill(prompt_of(x))  # also puts the first greedy token in `token`
         for i in range(n - 1):
-            if graph is None:
-                out[:, i + 1] = step()
-            else:
-                graph.replay()
-                out[:, i + 1] = graph_logits  # copied out before the next replay overwrites it
+            logits, nxt = step(token)
+            out[:, i + 1] = logits  # both outputs copied out before the next replay reuses them
+            token.copy_(nxt)
         return out
 
-    return forward_fn, {"dtype": "bfloat16", "cache": "static", "cuda_graph": graph is not None,
-                        "compile": "none"}
+    return forward_fn, {"dtype": "bfloat16", "cache": "static", "compile": "reduce-overhead (decode step)"
+                        if device.type == "cuda" else f"cpu backend {CPU_BACKEND}"}
