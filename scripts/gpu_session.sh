@@ -68,6 +68,6 @@ PY
   cp /tmp/decode_full_strip.png "$out/" 2>/dev/null
   ls -la /tmp/decode_full* 2>/dev/null
 fi
-tail -n 12 results.tsv > "$out/results_tail.tsv"
+tail -n 12 "$root/results.tsv" > "$out/results_tail.tsv"  # the target's own
 log "done"
 touch "$out/DONE"

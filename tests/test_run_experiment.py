@@ -107,6 +107,11 @@ def test_records_append_only(tmp_path: Path) -> None:
     assert "## Dead ends" in text and text.endswith("## Log\n\n- e001 baseline\n- e002 keep\n")
     md = R.write_leaderboard(got, tmp_path / "leaderboard.md")
     assert "Generated" in md and md.index("| e002 |") < md.index("| e001 |")
+    # A new baseline starts a comparison: its keepers are ranked first, apart from the faster e002.
+    later = got + [got[0] | {"exp": "e003", "median_s": "2.0", "metric": "2.0"},
+                   got[0] | {"exp": "e004", "status": "keep", "median_s": "1.5", "metric": "1.5"}]
+    md = R.write_leaderboard(later, tmp_path / "leaderboard.md")
+    assert md.index("| 1 | e004 |") < md.index("| 2 | e003 |") < md.index("Earlier comparisons") < md.index("| 1 | e002 |")
 
 
 def test_legacy_rows_are_read_and_kept(tmp_path: Path) -> None:
