@@ -2,16 +2,18 @@
 
     python scripts/measure_tests.py [--per-test N] [pytest args...]   # default: -q -n 2 (README's)
 
-Peak memory is the largest sum, over one sample, of the resident set size (RSS) of pytest and every
-process below it (workers, sandboxed candidates, fresh interpreters), sampled every 0.2 s from
-/proc, so no package is needed. Shared pages (a memory-mapped weights file read by several
-processes, or a forked child's copy-on-write pages) count once per process: the sum is an upper
-bound on what the tree needs. The processes at the peak are listed. The machine's load average is
+Peak memory is the largest sum, over one sample, of the proportional set size (PSS) of pytest and
+every process below it (workers, sandboxed candidates, fresh interpreters), sampled every 0.5 s
+from /proc, so no package is needed. PSS splits a shared page between the processes that map it
+(libtorch's code, a memory-mapped weights file, a forked child's copy-on-write pages), so the sum
+is what the tree holds. The sum of resident set sizes (RSS) is printed beside it: it counts such a
+page once per process (with torch imported, about 0.3 GB of shared code in every process), an
+upper bound. The processes at the peak are listed. The machine's load average is
 printed too: other jobs on the same cores stretch the wall time, not the CPU time.
 
 --per-test N also loads this file as a pytest plugin and prints the N tests (setup, call and
 teardown together) that took the most wall time, with the CPU seconds they cost (pytest and every
-child it waited for: os.times()) and the peak summed RSS while they ran, which do not depend on
+child it waited for: os.times()) and the peak summed PSS while they ran, which do not depend on
 what else the machine is doing. Give it pytest args without -n: under xdist the tests run in
 worker processes, where this plugin's CPU clock is not.
 """
@@ -27,7 +29,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PAGE = os.sysconf("SC_PAGE_SIZE")
 LOG_ENV = "MEASURE_TESTS_LOG"
 
 
@@ -46,20 +47,29 @@ def children() -> dict[int, list[int]]:
     return tree
 
 
-def tree_rss(root: int) -> tuple[int, list[tuple[int, str]]]:
-    """Bytes resident in `root` and all its descendants, and (bytes, command line) per process."""
-    tree, total, todo, each = children(), 0, [root], []
+def pss_rss(pid: int) -> tuple[int, int]:
+    """(PSS, RSS) of one process in bytes, from /proc/PID/smaps_rollup (kB)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        name, value = line.split(":", 1)
+        fields[name] = int(value.split()[0]) * 1024
+    return fields["Pss"], fields["Rss"]
+
+
+def tree_memory(root: int) -> tuple[int, int, list[tuple[int, int, str]]]:
+    """PSS and RSS summed over `root` and all its descendants, and (PSS, RSS, command line) per process."""
+    tree, pss, rss, todo, each = children(), 0, 0, [root], []
     while todo:
         pid = todo.pop()
         todo.extend(tree.get(pid, ()))
         try:
-            rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+            p, r = pss_rss(pid)
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError, ValueError):
-            continue
-        total += rss
-        each.append((rss, cmd.strip()))
-    return total, each
+        except (OSError, IndexError, KeyError, ValueError):
+            continue  # gone meanwhile (or a kernel thread)
+        pss, rss = pss + p, rss + r
+        each.append((p, r, cmd.strip()))
+    return pss, rss, each
 
 
 # --- the pytest plugin half (loaded in the pytest process with -p measure_tests) ------------------
@@ -107,15 +117,16 @@ def main() -> int:
     cpu0 = os.times()
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=REPO, env=env)
-    peak = peak_at = 0.0
-    at_peak: list[tuple[int, str]] = []
+    peak = peak_at = peak_rss = 0.0
+    at_peak: list[tuple[int, int, str]] = []
     samples: list[tuple[float, int]] = []
     while proc.poll() is None:
-        rss, each = tree_rss(proc.pid)
-        samples.append((time.time(), rss))
-        if rss > peak:
-            peak, peak_at, at_peak = rss, time.monotonic() - start, each
-        time.sleep(0.2)
+        pss, rss, each = tree_memory(proc.pid)
+        samples.append((time.time(), pss))
+        peak_rss = max(peak_rss, rss)
+        if pss > peak:
+            peak, peak_at, at_peak = pss, time.monotonic() - start, each
+        time.sleep(0.5)  # reading smaps_rollup costs CPU: at 0.2 s, a tenth of a core
     wall = time.monotonic() - start
     cpu1 = os.times()
     cpu = cpu1.children_user + cpu1.children_system - cpu0.children_user - cpu0.children_system
@@ -124,19 +135,20 @@ def main() -> int:
         tests = [json.loads(line) for line in log.read_text().splitlines()]
         log.unlink()
         for t in tests:
-            t["rss"] = max((r for s, r in samples if t["t0"] <= s <= t["t1"]), default=0)
-        print(f"\nmeasure_tests: the {per_test} longest tests (wall s, CPU s, peak summed RSS GiB):")
+            t["pss"] = max((r for s, r in samples if t["t0"] <= s <= t["t1"]), default=0)
+        print(f"\nmeasure_tests: the {per_test} longest tests (wall s, CPU s, peak summed PSS GiB):")
         for t in sorted(tests, key=lambda t: -(t["t1"] - t["t0"]))[:per_test]:
-            print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['rss'] / 2**30:6.2f}  {t['id']}")
-        print(f"measure_tests: the {per_test} with the highest peak RSS:")
-        for t in sorted(tests, key=lambda t: -t["rss"])[:per_test]:
-            print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['rss'] / 2**30:6.2f}  {t['id']}")
+            print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['pss'] / 2**30:6.2f}  {t['id']}")
+        print(f"measure_tests: the {per_test} with the highest peak PSS:")
+        for t in sorted(tests, key=lambda t: -t["pss"])[:per_test]:
+            print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['pss'] / 2**30:6.2f}  {t['id']}")
         print(f"measure_tests: {len(tests)} tests, {sum(t['cpu'] for t in tests):.0f} CPU s in tests")
-    print(f"measure_tests: the processes at the peak ({peak / 2**30:.2f} GiB):")
-    for rss, cmd in sorted(at_peak, reverse=True):
-        print(f"  {rss / 2**30:6.2f} GiB  {cmd[:150]}")
+    print(f"measure_tests: the processes at the peak ({peak / 2**30:.2f} GiB PSS; each: PSS, RSS):")
+    for pss, rss, cmd in sorted(at_peak, reverse=True):
+        print(f"  {pss / 2**30:5.2f} {rss / 2**30:5.2f} GiB  {cmd[:140]}")
     print(f"measure_tests: exit {proc.returncode}; wall {wall:.1f} s ({wall / 60:.2f} min); CPU {cpu:.0f} s "
-          f"(pytest and its children); peak summed RSS {peak / 2**30:.2f} GiB at {peak_at:.0f} s; "
+          f"(pytest and its children); peak memory {peak / 2**30:.2f} GiB ({peak / 1e9:.2f} GB) summed PSS at "
+          f"{peak_at:.0f} s (summed RSS peaked at {peak_rss / 2**30:.2f} GiB); "
           f"load average {load0[0]:.2f} before, {load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} (1/5/15 min) after; "
           f"{os.cpu_count()} CPUs", flush=True)
     return proc.returncode
