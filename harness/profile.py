@@ -34,17 +34,22 @@ CATEGORIES = ("convolution", "attention/matmul", "norm/elementwise", "copy/cat/p
 # Checked in order: the first entry with a pattern inside the lower-cased name wins.
 _PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Layout shuffles run by cuDNN are copies even though they belong to a convolution.
-    ("copy/cat/pad", ("nchwtonhwc", "nhwctonchw", "nchwtonhwc", "convert_layout")),
+    ("copy/cat/pad", ("nchwtonhwc", "nhwctonchw", "convert_layout")),
+    # Inductor's generated pointwise / reduction kernels: their names list the ops they fused
+    # (an attention's layout op, a copy), but they run pointwise work.
+    ("norm/elementwise", ("triton_poi", "triton_red", "triton_per")),
+    # Before "cudnn": cuDNN runs attention too (cudnn_generated_fort_native_sdpa_...).
+    ("attention/matmul", ("attention", "flash", "fmha", "sdpa", "softmax")),
     ("convolution", ("conv", "fprop", "dgrad", "wgrad", "implicit_gemm", "winograd", "cudnn")),
     ("copy/cat/pad", ("copy", "memcpy", "memset", "cat", "pad", "transpose", "permute",
                       "contiguous", "clone", "fill", "index", "gather", "scatter", "upsample",
                       "repeat", "flip", "stack")),
-    ("attention/matmul", ("attention", "flash", "fmha", "sdpa", "gemm", "matmul", "bmm", "addmm",
-                          "aten::mm", "aten::linear", "cublas", "cutlass", "triton_tem", "softmax")),
-    ("norm/elementwise", ("norm", "elementwise", "vectorized", "reduce", "triton_poi", "triton_red",
-                          "triton_per", "silu", "sigmoid", "relu", "gelu", "tanh", "mul", "add",
-                          "sub", "div", "clamp", "pow", "sqrt", "rsqrt", "mean", "sum", "exp",
-                          "where", "scale")),
+    # nvjet: cuBLAS's generated GEMM kernels on Hopper (nvjet_sm90_tst_...).
+    ("attention/matmul", ("gemm", "gemv", "nvjet", "matmul", "bmm", "addmm", "aten::mm", "aten::linear",
+                          "cublas", "cutlass", "triton_tem")),
+    ("norm/elementwise", ("norm", "elementwise", "vectorized", "reduce", "silu", "sigmoid", "relu", "gelu",
+                          "tanh", "mul", "add", "sub", "div", "clamp", "pow", "sqrt", "rsqrt", "mean", "sum",
+                          "exp", "where", "scale")),
 )
 
 

@@ -77,3 +77,8 @@ def test_classify() -> None:
     assert c("triton_red_fused_native_layer_norm_0") == "norm/elementwise"
     assert c("void at::native::vectorized_elementwise_kernel<4, silu>") == "norm/elementwise"
     assert c("some_mystery_kernel") == "other"
+    # The LLM target's kernels (profiles/e029 of targets/llm-decode): cuBLAS's Hopper GEMMs, cuDNN's
+    # attention, and Inductor's fused pointwise kernels named after the ops they absorbed.
+    assert c("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") == "attention/matmul"
+    assert c("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35") == "attention/matmul"
+    assert c("triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy__unsafe_view") == "norm/elementwise"

@@ -343,11 +343,14 @@ def test_candidates_at_the_ttft_preset(path: Path, model: torch.nn.Module) -> No
     assert res["passed"], (path.name, res["reason"])
 
 
-def test_compiled_decode_step_has_no_graph_break(model: torch.nn.Module) -> None:
-    """fullgraph=True with the eager backend: dynamo traces the whole decode step or raises, so
-    the step has no host sync or data-dependent Python branch (what CUDA graph capture needs)."""
-    outs = run_candidate(TARGET / "experiments" / "bf16_static_compiled.py", [1], CPU_BACKEND="eager")
-    assert check(model, outs[0], 1)["passed"]
+def test_compiled_prefill_and_step_have_no_graph_break(model: torch.nn.Module) -> None:
+    """fullgraph=True with the eager backend: dynamo traces the whole prefill and decode step of
+    optimize.py or raises, so neither has a host sync or data-dependent Python branch (what CUDA
+    graph capture needs)."""
+    outs = run_candidate(TARGET / "optimize.py", [1, 2, 1], CPU_BACKEND="eager")
+    for out, seed in zip(outs, (1, 2, 1)):
+        assert check(model, out, seed)["passed"], seed
+    assert torch.equal(outs[0], outs[2])  # the cache is reset: nothing of the previous call leaks
 
 
 def test_lean_keeper_is_the_reference_within_rounding(refs: dict[int, torch.Tensor]) -> None:
