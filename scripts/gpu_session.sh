@@ -35,6 +35,14 @@ log() { echo "[$(date +%T)] $*"; }
 log "assets"
 python3 harness/prepare.py --preset "$preset" --seeded 2>&1 | tail -n 3
 
+# Every candidate as it is now: applying a keeper below rewrites the target's optimize.py, so a
+# later line naming optimize.py would otherwise measure that keeper instead of the file planned.
+snap="$out/candidates"
+mkdir -p "$snap"
+grep -v '^ *\(#\|\$ \|$\)' "$plan" | cut -d'|' -f1 | sed 's/^ *//; s/ *$//' | sort -u | while read -r cand; do
+  mkdir -p "$snap/$(dirname "$cand")" && cp "$root/$cand" "$snap/$cand"
+done
+
 n=$(ls "$out/recs" | wc -l)  # a second plan into the same OUTDIR numbers on, never over
 while IFS= read -r line; do
   case "$line" in
@@ -49,7 +57,7 @@ while IFS= read -r line; do
   log "experiment $n: $cand: $desc"
   # shellcheck disable=SC2086
   python3 harness/run_experiment.py --preset "$preset" --measure-only --record-out "$rec" --desc "$desc" \
-    --candidate "$root/$cand" $extra 2>&1 | tail -n 25
+    --candidate "$snap/$cand" $extra 2>&1 | tail -n 25
   [ -f "$rec" ] && python3 harness/run_experiment.py --apply "$rec" 2>&1 | tail -n 5
 done < "$plan"
 
