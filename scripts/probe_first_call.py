@@ -1,0 +1,113 @@
+"""Probe (GPU): where optimize.py's first call goes (issue 11's target: 15 s; e027 took 16.0 s).
+Not a harness row: it splits the first call so the next change to it can be predicted.
+
+Each case runs in a fresh interpreter with its own empty Triton cache (as the harness's worker
+does: harness/session.py), builds optimize.py's decoder on the full preset's seeded latent and
+times its first call, then a second one (the steady state):
+  cold         as the harness runs it: Triton compiles every kernel, cudnn.benchmark searches;
+  warm-triton  the same with the Triton cache the cold case left (no compiling);
+  no-benchmark cold Triton cache, cudnn.benchmark off (no engine search, slower engines).
+In the cold case, the seconds spent in Triton's compiler (summed over its compile() calls) and
+the number of kernels compiled are counted too.
+
+    python scripts/probe_first_call.py [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def one_case(benchmark: bool) -> dict[str, float]:
+    """In this process: build the decoder and time its first two calls."""
+    sys.path.insert(0, str(REPO))
+    import torch
+
+    from harness import _common as C
+
+    goals = C.load_goals()
+    adapter = C.load_adapter(goals)
+    shape = goals["presets"]["full"]["input_shape"]
+    compiled = {"n": 0, "s": 0.0}
+    try:  # count Triton's compiles: its JIT binds triton.compiler.compile when a kernel first runs
+        import triton.compiler
+        import triton.compiler.compiler as tc
+
+        real = tc.compile
+
+        def counting(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                compiled["n"] += 1
+                compiled["s"] += time.perf_counter() - t
+
+        tc.compile = triton.compiler.compile = counting
+    except ImportError:
+        pass
+    model = adapter.load_model("cuda")
+    x = adapter.make_input(shape, 1, "cuda")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("candidate", REPO / "optimize.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    t = time.perf_counter()
+    decode, _ = mod.build_decoder(model, x)
+    build = time.perf_counter() - t
+    torch.backends.cudnn.benchmark = benchmark  # after build_decoder, which turns it on
+    times = []
+    for _ in range(2):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        decode(x)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    return {"build_s": build, "first_s": times[0], "second_s": times[1],
+            "triton_compiles": compiled["n"], "triton_compile_s": compiled["s"]}
+
+
+def run_case(benchmark: bool, cache: str) -> dict[str, float]:
+    env = {**os.environ, "TRITON_CACHE_DIR": cache}
+    code = f"import json, sys; sys.path.insert(0, 'scripts'); import probe_first_call as p; print(json.dumps(p.one_case({benchmark})))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path)
+    a = p.parse_args()
+    import torch
+    import triton
+
+    cold, nobench = tempfile.mkdtemp(), tempfile.mkdtemp()
+    cases = {"cold": run_case(True, cold), "warm-triton": run_case(True, cold), "no-benchmark": run_case(False, nobench)}
+    lines = [f"# optimize.py's first call, split ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
+             f"Triton {triton.__version__}, cuDNN {torch.backends.cudnn.version()}, full preset, synthetic weights)", "",
+             "| case | build (s) | first call (s) | second call (s) | Triton compiles | in Triton's compiler (s) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, c in cases.items():
+        lines.append(f"| {name} | {c['build_s']:.2f} | {c['first_s']:.2f} | {c['second_s']:.3f} | "
+                     f"{c['triton_compiles']} | {c['triton_compile_s']:.2f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        a.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
