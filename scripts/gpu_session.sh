@@ -17,11 +17,9 @@
 # the benchmark latent to an mp4 (python -m harness.decode --compare), reading the mp4 back.
 # PRESET=tiny runs the same steps at the tiny preset (a dry run of a plan on a CPU machine).
 #
-# A plan longer than one device call: start it in a private copy of the tree, in its own process
-# session (`cp -a . /tmp/w && cd /tmp/w && setsid nohup bash scripts/gpu_session.sh /tmp/s PLAN &`;
-# a later call's sync would replace the files it measures), then poll from the next calls with a
-# command that first checks `[ -d /tmp/s ] || exit 3`: a machine released between calls comes
-# back bare, and a poll that waits for a file there waits on nothing.
+# A `$ ` command finds the plan's candidates, as they were when it started, under
+# $PLAN_CANDIDATES (a bench of one of them after a later line's keep rewrote optimize.py).
+# A plan longer than one device call: scripts/gpu_background.sh starts and polls it.
 set -u
 preset=${PRESET:-full}
 out=${1:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
@@ -39,6 +37,7 @@ python3 harness/prepare.py --preset "$preset" --seeded 2>&1 | tail -n 3
 # later line naming optimize.py would otherwise measure that keeper instead of the file planned.
 snap="$out/candidates"
 mkdir -p "$snap"
+export PLAN_CANDIDATES="$snap"
 grep -v '^ *\(#\|\$ \|$\)' "$plan" | cut -d'|' -f1 | sed 's/^ *//; s/ *$//' | sort -u | while read -r cand; do
   mkdir -p "$snap/$(dirname "$cand")" && cp "$root/$cand" "$snap/$cand"
 done

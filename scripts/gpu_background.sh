@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# A plan longer than one device call: the first call starts scripts/gpu_session.sh in the
+# background, in a private copy of the tree (a later call's sync replaces the working tree) and
+# its own process session; every call (that one included) then waits up to SECONDS for it to
+# end and copies what it has made so far to $OUT/NAME.
+#
+#   [AUTO_OPTIM_GOALS=...] bash scripts/gpu_background.sh NAME PLAN SECONDS
+#
+# A machine released between calls comes back bare: the call that finds no /tmp/gpu-NAME starts
+# the plan again from its first line, and says so.
+set -u
+name=${1:?usage: gpu_background.sh NAME PLAN SECONDS}
+plan=${2:?usage: gpu_background.sh NAME PLAN SECONDS}
+wait_s=${3:?usage: gpu_background.sh NAME PLAN SECONDS}
+out=/tmp/gpu-$name
+if [ ! -d "$out" ]; then
+  echo "starting plan $plan (nothing of $name on this machine)"
+  mkdir -p "$out" && cp -a . "/tmp/tree-$name"
+  (cd "/tmp/tree-$name" && setsid nohup bash -c \
+    "bash scripts/gpu_session.sh '$out' '$plan' > '$out/session.log' 2>&1; touch '$out/ENDED'" > /dev/null 2>&1 &)
+fi
+end=$((SECONDS + wait_s))
+while [ $SECONDS -lt $end ] && [ ! -f "$out/ENDED" ]; do sleep 5; done
+mkdir -p "$OUT/$name" && cp -r "$out/." "$OUT/$name/"
+[ -f "$out/ENDED" ] && echo "plan $name ended" || echo "plan $name still running"
+grep -v '^{' "$out/session.log" | tail -n 70
