@@ -1,0 +1,127 @@
+"""Development probe (not part of the frozen harness): does the candidate's Winograd F(2x2, 3x3)
+form of the decoder's causal 3x3x3 convolutions (optimize.py's winograd_conv) beat cuDNN on this
+GPU, and what does it cost in accuracy?
+
+    python scripts/probe_winograd.py [--candidate optimize.py] [--out FILE.md]
+    TRITON_INTERPRET=1 python scripts/probe_winograd.py --check   # CPU: exact against F.conv3d
+
+For each conv shape of one full-preset decode with wide channels it prints cuDNN's time
+(cudnn.benchmark, as the decoder runs it) and the Winograd form's, the decode-wide difference,
+and each result's error against an fp32 conv, with fp16 (shipped) and bf16 GEMM operands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+CL = torch.channels_last_3d
+
+
+def load(candidate: Path):
+    spec = importlib.util.spec_from_file_location("candidate", candidate)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def timed(fn, reps: int = 10) -> float:
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def rel_err(x: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    diff = (x.float() - ref).flatten()
+    return (diff.norm() / ref.flatten().norm()).item(), (diff.abs().max() / ref.abs().max()).item()
+
+
+def operands(c, co, t, h, w, device, dtype):
+    g = torch.Generator(device="cpu").manual_seed(0)
+    buf = F.silu(torch.randn(1, c, t + 2, h, w, generator=g)).to(device, dtype).contiguous(memory_format=CL)
+    wt = (torch.randn(co, c, 3, 3, 3, generator=g) / (27 * c) ** 0.5).to(device)
+    return buf, wt
+
+
+def check(m) -> None:
+    """Small fp32 check of the transforms and slot layout against F.conv3d."""
+    for c, co, t, h, w in ((64, 64, 3, 6, 8), (64, 128, 2, 4, 10)):
+        buf, wt = operands(c, co, t, h, w, "cpu", torch.float32)
+        ref = F.conv3d(buf, wt, padding=(0, 1, 1))
+        out = m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32))
+        err = (out - ref).abs().max().item()
+        print(f"check C {c} -> {co}, T {t}, {h}x{w}: max |winograd - conv3d| = {err:.2e}")
+        assert err < 1e-4, err
+
+
+SHAPES = [  # (C, Co, output frames, H, W, calls a decode): profiles/probe_convs_split.md's list
+    (1024, 1024, 6, 88, 160, 60),
+    (1024, 1024, 3, 44, 80, 100),
+    (512, 512, 12, 176, 320, 50),
+    (1024, 512, 12, 176, 320, 10),
+    (256, 256, 12, 352, 640, 50),
+    (512, 256, 12, 352, 640, 10),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--candidate", default=str(ROOT / "optimize.py"))
+    ap.add_argument("--out")
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    m = load(Path(args.candidate))
+    if args.check:
+        return check(m)
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device("cuda")
+    lines = [f"# Winograd F(2x2, 3x3) probe ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
+             f"Triton {m.triton.__version__}, cuDNN {torch.backends.cudnn.version()})", "",
+             f"`python scripts/probe_winograd.py`: {Path(args.candidate).name}'s winograd_conv against cuDNN "
+             "(cudnn.benchmark), each conv alone on random operands, median of 10 (CUDA events). Error = "
+             "||x - ref|| / ||ref|| (in brackets max|x - ref| / max|ref|), ref = an fp32 conv of the same "
+             "bf16 input with the fp32 weights; cuDNN's conv uses the bf16 weights the decoder keeps.", "",
+             "| C -> Co, frames, HxW | calls | cuDNN ms | TFLOP/s | Winograd ms | saved a decode (ms) | "
+             "cuDNN err | Winograd fp16 err | Winograd bf16 err |",
+             "|---|---:|---:|---:|---:|---:|---|---|---|"]
+    for c, co, t, h, w, calls in SHAPES:
+        buf, wt = operands(c, co, t, h, w, dev, torch.bfloat16)
+        wb = wt.to(torch.bfloat16).contiguous(memory_format=CL)
+        ref = F.conv3d(buf.float(), wt, padding=(0, 1, 1))
+        u16, u_bf = m.winograd_weight(wt, torch.float16), m.winograd_weight(wt, torch.bfloat16)
+        direct = lambda: F.conv3d(buf, wb, padding=(0, 1, 1))  # noqa: E731
+        ms_cudnn = timed(direct)
+        ms_w = timed(lambda: m.winograd_conv(buf, *u16))
+        flops = 2 * 27 * c * co * t * h * w
+        e_c, e_16, e_bf = (rel_err(x, ref) for x in (direct(), m.winograd_conv(buf, *u16), m.winograd_conv(buf, *u_bf)))
+        row = (f"| {c} -> {co}, {t}, {h}x{w} | {calls} | {ms_cudnn:.2f} | {flops / ms_cudnn / 1e9:.0f} | "
+               f"{ms_w:.2f} | {(ms_cudnn - ms_w) * calls:.0f} | {e_c[0]:.2e} ({e_c[1]:.1e}) | "
+               f"{e_16[0]:.2e} ({e_16[1]:.1e}) | {e_bf[0]:.2e} ({e_bf[1]:.1e}) |")
+        print(row, flush=True)
+        lines.append(row)
+        del buf, ref
+        torch.cuda.empty_cache()
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
