@@ -219,6 +219,112 @@ if triton is not None:
         tl.store(out_ptr + offs, y, mask=mask)
 
 
+    @triton.jit
+    def _bt(d0, d1, d2, d3):
+        # B^T applied to four values along one axis: (d0 - d2, d1 + d2, d2 - d1, d1 - d3).
+        return d0 - d2, d1 + d2, d2 - d1, d1 - d3
+
+
+    @triton.jit
+    def _load_px(d_ptr, u, y, x, H, W, cb, pmask, C: tl.constexpr):
+        ok = pmask & (y >= 0) & (y < H) & (x >= 0) & (x < W)
+        offs = ((u * H + y) * W + x).to(tl.int64)[:, None] * C + cb[None, :]
+        return tl.load(d_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
+
+
+    @triton.jit
+    def _load_col(d_ptr, u, ty, tx, j, H, W, cb, pmask, C: tl.constexpr):
+        # Column j of each tile's 4x4 patch, already transformed along the rows (B^T d).
+        x = 2 * tx - 1 + j
+        return _bt(_load_px(d_ptr, u, 2 * ty - 1, x, H, W, cb, pmask, C),
+                   _load_px(d_ptr, u, 2 * ty, x, H, W, cb, pmask, C),
+                   _load_px(d_ptr, u, 2 * ty + 1, x, H, W, cb, pmask, C),
+                   _load_px(d_ptr, u, 2 * ty + 2, x, H, W, cb, pmask, C))
+
+
+    @triton.jit
+    def _store_slots(v_ptr, v, e, u, T, tiles, p, cb, pmask, C: tl.constexpr):
+        # Input frame u feeds output frame u - k through time tap k (k = 0..2): K columns k C + c.
+        v = v.to(v_ptr.dtype.element_ty)
+        for k in tl.static_range(3):
+            t_out = u - k
+            if (t_out >= 0) & (t_out < T):
+                offs = ((e * T + t_out) * tiles + p).to(tl.int64)[:, None] * (3 * C) + (k * C + cb)[None, :]
+                tl.store(v_ptr + offs, v, mask=pmask[:, None])
+
+
+    @triton.jit
+    def _store_row(v_ptr, r0, r1, r2, r3, a: tl.constexpr, u, T, tiles, p, cb, pmask, C: tl.constexpr):
+        # Row a of B^T d, transformed along the columns: transform points e = 4 a + b.
+        v0, v1, v2, v3 = _bt(r0, r1, r2, r3)
+        _store_slots(v_ptr, v0, 4 * a + 0, u, T, tiles, p, cb, pmask, C)
+        _store_slots(v_ptr, v1, 4 * a + 1, u, T, tiles, p, cb, pmask, C)
+        _store_slots(v_ptr, v2, 4 * a + 2, u, T, tiles, p, cb, pmask, C)
+        _store_slots(v_ptr, v3, 4 * a + 3, u, T, tiles, p, cb, pmask, C)
+
+
+    @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "T"])
+    def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, T, C: tl.constexpr,
+                         BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+        # d: [T + 2, H, W, C]; v: [16, T, tiles, 3 C]. A program: BLOCK_P tiles of input frame u.
+        u = tl.program_id(1)
+        p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+        cb = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+        pmask = p < tiles
+        ty, tx = p // tiles_w, p % tiles_w
+        a0, a1, a2, a3 = _load_col(d_ptr, u, ty, tx, 0, H, W, cb, pmask, C)  # a_i = row i, column 0
+        b0, b1, b2, b3 = _load_col(d_ptr, u, ty, tx, 1, H, W, cb, pmask, C)
+        c0, c1, c2, c3 = _load_col(d_ptr, u, ty, tx, 2, H, W, cb, pmask, C)
+        d0, d1, d2, d3 = _load_col(d_ptr, u, ty, tx, 3, H, W, cb, pmask, C)
+        _store_row(v_ptr, a0, b0, c0, d0, 0, u, T, tiles, p, cb, pmask, C)
+        _store_row(v_ptr, a1, b1, c1, d1, 1, u, T, tiles, p, cb, pmask, C)
+        _store_row(v_ptr, a2, b2, c2, d2, 2, u, T, tiles, p, cb, pmask, C)
+        _store_row(v_ptr, a3, b3, c3, d3, 3, u, T, tiles, p, cb, pmask, C)
+
+
+    @triton.jit
+    def _load_m(m_ptr, e, r, rows_total, cb, mask, CO: tl.constexpr):
+        offs = (e * rows_total + r).to(tl.int64)[:, None] * CO + cb[None, :]
+        return tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+
+
+    @triton.jit
+    def _at_col(m_ptr, j, r, rows_total, cb, mask, CO: tl.constexpr):
+        # A^T over rows i of column j: (m0 + m1 + m2, m1 - m2 - m3), A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
+        m0 = _load_m(m_ptr, j, r, rows_total, cb, mask, CO)
+        m1 = _load_m(m_ptr, 4 + j, r, rows_total, cb, mask, CO)
+        m2 = _load_m(m_ptr, 8 + j, r, rows_total, cb, mask, CO)
+        m3 = _load_m(m_ptr, 12 + j, r, rows_total, cb, mask, CO)
+        return m0 + m1 + m2, m1 - m2 - m3
+
+
+    @triton.jit
+    def _store_px(out_ptr, y, t, ty, tx, i: tl.constexpr, j: tl.constexpr, H, W, inv_scale, cb, mask,
+                  CO: tl.constexpr):
+        y_px, x_px = 2 * ty + i, 2 * tx + j  # an odd H or W leaves the last tiles' second row or column out
+        offs = ((t * H + y_px) * W + x_px).to(tl.int64)[:, None] * CO + cb[None, :]
+        ok = mask & ((y_px < H) & (x_px < W))[:, None]
+        tl.store(out_ptr + offs, (y * inv_scale).to(out_ptr.dtype.element_ty), mask=ok)
+
+
+    @triton.jit(do_not_specialize=["tiles_w", "tiles", "rows_total", "H", "W", "inv_scale"])
+    def _output_transform(m_ptr, out_ptr, tiles_w, tiles, rows_total, H, W, inv_scale, CO: tl.constexpr,
+                          BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+        # m: [16, T x tiles, CO] (fp32 or bf16); out: [T, H, W, CO]. Row r = (frame t, tile).
+        r = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+        cb = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (r < rows_total)[:, None]
+        s00, s10 = _at_col(m_ptr, 0, r, rows_total, cb, mask, CO)  # s_ij: output row i, column j
+        s01, s11 = _at_col(m_ptr, 1, r, rows_total, cb, mask, CO)
+        s02, s12 = _at_col(m_ptr, 2, r, rows_total, cb, mask, CO)
+        s03, s13 = _at_col(m_ptr, 3, r, rows_total, cb, mask, CO)
+        t, p = r // tiles, r % tiles
+        ty, tx = p // tiles_w, p % tiles_w
+        _store_px(out_ptr, s00 + s01 + s02, t, ty, tx, 0, 0, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, s01 - s02 - s03, t, ty, tx, 0, 1, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, s10 + s11 + s12, t, ty, tx, 1, 0, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, s11 - s12 - s13, t, ty, tx, 1, 1, H, W, inv_scale, cb, mask, CO)
+
 def _rows_block(c: int) -> int:
     return max(1, 4096 // c)
 
@@ -318,6 +424,52 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
             taps[b], bias, out[b], rows, h, w, out.stride(1), out.stride(2), BLOCK_R=256, num_warps=4)
 
 
+
+# --------------------------------------------------------------------------- Winograd convs
+# A causal 3x3x3 conv (spatial padding 1) over its input buffer [T + 2 frames, H, W, C] as
+# Winograd F(2x2, 3x3): each 4x4 input patch (stride 2) becomes 16 values V = B^T d B, the output
+# tile's 2x2 pixels are A^T M A, and M[e] = Vcat[e] @ U[e] for the 16 transform points e is one
+# batched cuBLAS GEMM whose K runs over (time tap, input channel): 2.25x fewer multiply-adds than
+# the direct conv. The transforms move 4x the activation bytes, so it pays at wide channels only
+# (scripts/probe_winograd.py). The GEMM operands are fp16, not bf16: a V value is a sum of up to
+# four inputs and each output sums nine M values, and bf16's 8-bit mantissa there gave 2.4x the
+# direct conv's error; fp16's 11 bits take it back. U is scaled by a power of two into fp16's
+# normal range and the output transform undoes it exactly.
+WINOGRAD_MIN_CHANNELS = 512  # input channels; narrower convs stay on cuDNN
+WINOGRAD_BYTES = 1 << 30  # the transform buffers of one GEMM; longer passes go a few frames at a time
+_G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
+
+
+def winograd_weight(w: Tensor, dtype: torch.dtype) -> tuple[Tensor, float]:
+    """w [Co, C, 3 (time), 3, 3] -> (U [16, 3 C, Co] with K index = time tap x C + channel, 1 / scale)."""
+    co, c = w.shape[:2]
+    g = torch.tensor(_G, dtype=torch.float64, device=w.device)
+    u = torch.einsum("ai,oktij,bj->abtko", g, w.double(), g).reshape(16, 3 * c, co)
+    scale = 2.0 ** -torch.floor(torch.log2(u.abs().max())).item()  # max |U| into [1, 2)
+    return (u * scale).to(dtype).contiguous(), 1.0 / scale
+
+
+def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
+    """The causal conv of buf [N, C, T + 2, H, W] (channels-last-3d) -> [N, Co, T, H, W]."""
+    n, c, tb, h, w = buf.shape
+    t, co = tb - HISTORY, u.shape[2]
+    tiles_w, tiles = (w + 1) // 2, ((h + 1) // 2) * ((w + 1) // 2)
+    out = torch.empty(n, co, t, h, w, device=buf.device, dtype=buf.dtype, memory_format=CL)
+    frame_bytes = 16 * tiles * (3 * c * u.element_size() + co * 4)  # V and fp32 M for one output frame
+    step = max(1, min(t, WINOGRAD_BYTES // frame_bytes))
+    for b in range(n):
+        for t0 in range(0, t, step):
+            f = min(step, t - t0)
+            d = buf[b, :, t0:t0 + f + HISTORY].permute(1, 2, 3, 0)  # frames, H, W, C: dense rows
+            v = torch.empty(16, f * tiles, 3 * c, device=buf.device, dtype=u.dtype)
+            _input_transform[(triton.cdiv(tiles, 32), f + HISTORY, c // 64)](
+                d, v, tiles_w, tiles, h, w, f, C=c, BLOCK_P=32, BLOCK_C=64, num_warps=4)
+            m = torch.bmm(v, u, out_dtype=torch.float32) if v.is_cuda else torch.bmm(v.float(), u.float())
+            o = out[b, :, t0:t0 + f].permute(1, 2, 3, 0)
+            _output_transform[(triton.cdiv(f * tiles, 32), co // 64)](
+                m, o, tiles_w, tiles, f * tiles, h, w, inv_scale, CO=co, BLOCK_P=32, BLOCK_C=64, num_warps=4)
+    return out
+
 # --------------------------------------------------------------------------- weights
 def _subpixel_weight(w: Tensor) -> Tensor:
     """3x3 conv after nearest 2x upsampling == per output phase (p, q) a 2x2 conv on the small
@@ -381,11 +533,25 @@ def _norm_consumers(vae) -> dict[str, tuple[str, str]]:
 
 
 class FastDecoder:
-    def __init__(self, vae, dtype: torch.dtype, frames_per_pass: int) -> None:
+    def __init__(self, vae, dtype: torch.dtype, frames_per_pass: int,
+                 winograd_min_channels: int | None = WINOGRAD_MIN_CHANNELS) -> None:
         self.vae = vae
         self.w = _Weights(vae, dtype)
         self.w.last_tap = {name: w[:, :, -1].contiguous(memory_format=torch.channels_last)
                            for name, w in self.w.conv.items() if w.shape[2] == 3 and w.shape[3] == 3}
+        self.in_channels = {name: w.shape[1] for name, w in self.w.conv.items()}
+        self.in_channels["decoder.head.2"] = self.w.head_taps.shape[1]
+        # The residual blocks' wide 3x3x3 convs as Winograd GEMMs (from the fp32 weights). Without
+        # Triton kernels to run (plain CPU) they stay direct convs.
+        self.winograd: dict[str, tuple[Tensor, float]] = {}
+        wide = [] if winograd_min_channels is None else [
+            name for name, w in self.w.conv.items() if ".residual." in name and w.shape[2:] == (3, 3, 3)
+            and w.shape[1] >= winograd_min_channels and w.shape[0] % 64 == 0 and w.shape[1] % 64 == 0]
+        for name in wide:
+            w = vae.get_submodule(name).weight
+            if not _on_torch(w):
+                self.winograd[name] = winograd_weight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype)
+                del self.w.conv[name]  # only its last tap is used directly (the first chunk)
         self.dtype = dtype
         self.frames_per_pass = frames_per_pass
         self.mean = vae.latent_mean.float().view(1, -1, 1, 1, 1)
@@ -394,7 +560,7 @@ class FastDecoder:
 
     def input_buffer(self, name: str, n: int, t: int, h: int, w: int) -> Tensor:
         """Conv `name`'s input buffer [two history frames | t new frames], the history filled in."""
-        c = self.w.head_taps.shape[1] if name == "decoder.head.2" else self.w.conv[name].shape[1]
+        c = self.in_channels[name]
         buf = torch.empty(n, c, HISTORY + t, h, w, device=self.device, dtype=self.dtype, memory_format=CL)
         hist = self.hist.get(name)
         if hist is None:
@@ -422,6 +588,8 @@ class FastDecoder:
         if self.chunk_index == 0:
             assert buf.shape[2] == HISTORY + 1, "the first chunk is one latent frame at every stage"
             return F.conv2d(buf[:, :, HISTORY], self.w.last_tap[name], None, padding=pad_hw).unsqueeze(2)
+        if name in self.winograd:
+            return winograd_conv(buf, *self.winograd[name])
         return F.conv3d(buf, self.w.conv[name], None, padding=(0, pad_hw, pad_hw))
 
     def causal_input(self, name: str, x: Tensor, gamma: str | None = None, pre_bias: str | None = None) -> Tensor:
