@@ -435,8 +435,8 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
 # four inputs and each output sums nine M values, and bf16's 8-bit mantissa there gave 2.4x the
 # direct conv's error; fp16's 11 bits take it back. U is scaled by a power of two into fp16's
 # normal range and the output transform undoes it exactly.
-WINOGRAD_MIN_CHANNELS = 512  # input channels; narrower convs stay on cuDNN
-WINOGRAD_BYTES = 1 << 30  # the transform buffers of one GEMM; longer passes go a few frames at a time
+WINOGRAD_MIN_CHANNELS = 1024  # input and output channels; narrower convs stay on cuDNN
+WINOGRAD_BYTES = 4 << 30  # the transform buffers of one GEMM; longer passes go a few frames at a time
 _G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
 
 
@@ -546,7 +546,7 @@ class FastDecoder:
         self.winograd: dict[str, tuple[Tensor, float]] = {}
         wide = [] if winograd_min_channels is None else [
             name for name, w in self.w.conv.items() if ".residual." in name and w.shape[2:] == (3, 3, 3)
-            and w.shape[1] >= winograd_min_channels and w.shape[0] % 64 == 0 and w.shape[1] % 64 == 0]
+            and min(w.shape[:2]) >= winograd_min_channels and w.shape[0] % 64 == 0 and w.shape[1] % 64 == 0]
         for name in wide:
             w = vae.get_submodule(name).weight
             if not _on_torch(w):
