@@ -28,6 +28,8 @@ This version: a re-implementation of the streaming decode for speed, same semant
 - Nearest 2x upsample followed by a 3x3 conv is computed as four 2x2 convs on the small image
   (one conv with 4x the output channels), 2.25x fewer FLOPs; the pixel shuffle, bias and the
   duplicating-up shortcut are one fused kernel.
+- The residual blocks' 1024-channel 3x3x3 convs (latent size and 2x) as Winograd F(2x2, 3x3):
+  Triton transforms around one fp16 cuBLAS GEMM a pass, 2.25x fewer multiply-adds (see below).
 - The first chunk's causal convs see only zero history: a 2D conv with the last time tap.
 - The last residual sum before the head is never stored: the head reads only its normed copy.
 - The Triton kernels are not specialized on their integer arguments (row counts, sizes), so the
@@ -430,11 +432,13 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
 # Winograd F(2x2, 3x3): each 4x4 input patch (stride 2) becomes 16 values V = B^T d B, the output
 # tile's 2x2 pixels are A^T M A, and M[e] = Vcat[e] @ U[e] for the 16 transform points e is one
 # batched cuBLAS GEMM whose K runs over (time tap, input channel): 2.25x fewer multiply-adds than
-# the direct conv. The transforms move 4x the activation bytes, so it pays at wide channels only
-# (scripts/probe_winograd.py). The GEMM operands are fp16, not bf16: a V value is a sum of up to
-# four inputs and each output sums nine M values, and bf16's 8-bit mantissa there gave 2.4x the
-# direct conv's error; fp16's 11 bits take it back. U is scaled by a power of two into fp16's
-# normal range and the output transform undoes it exactly.
+# the direct conv. The transforms move 4x the activation bytes, so it pays only where channels
+# are wide and images small (profiles/probe_winograd.md: 256 channels at 352x640 ran 1.7x slower
+# than cuDNN). The 512-channel convs would gain with a whole pass per GEMM, but their buffers
+# (11 GB) do not fit beside the decode's peak; split into one-frame GEMMs they gained nothing (e031).
+# The GEMM operands are fp16: with bf16 ones the error against an fp32 conv was 1.75x cuDNN's
+# (4.1e-3 vs 2.4e-3, relative); with fp16 it is 1.7e-3, and U comes from the fp32 weights. U is
+# scaled by a power of two into fp16's normal range; the output transform undoes it exactly.
 WINOGRAD_MIN_CHANNELS = 1024  # input and output channels; narrower convs stay on cuDNN
 WINOGRAD_BYTES = 4 << 30  # the transform buffers of one GEMM; longer passes go a few frames at a time
 _G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
@@ -709,6 +713,6 @@ def build_decoder(vae, example_latent):
     if not cuda:
         print("optimize.py: no CUDA; running the fast path eagerly in fp32", file=sys.stderr)
     info = {"dtype": str(dtype).replace("torch.", ""), "layout": "channels_last_3d",
-            "kernels": "cuDNN convs + 5 Triton kernels" if cuda else "torch eager (CPU)", "head": "2D conv, stacked time taps",
+            "kernels": "cuDNN convs, Winograd GEMMs + 7 Triton kernels" if cuda else "torch eager (CPU)", "head": "2D conv, stacked time taps",
             "latent_frames_per_pass": LATENT_FRAMES_PER_PASS, "upsample": "subpixel 2x2 convs"}
     return decoder, info

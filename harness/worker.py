@@ -109,9 +109,7 @@ class Worker:
     def flops(self) -> dict[str, Any]:
         """One call under torch's FLOP counter. The counter cannot follow every op (it refuses some
         attention shapes); then the call runs again without it and the count is left out."""
-        from torch.utils.flop_counter import FlopCounterMode
-
-        counter = FlopCounterMode(display=False)
+        counter = flop_counter()
         try:
             with counter:
                 reply = self.call()
@@ -124,6 +122,21 @@ class Worker:
     def memory(self) -> dict[str, Any]:
         cuda = self.device == "cuda"
         return {"peak_mem_gb": self.torch.cuda.max_memory_allocated() / 1e9 if cuda else None}
+
+
+def flop_counter():
+    """torch's FLOP counter, taught the matmuls with an output dtype (torch.bmm(a, b, out_dtype=...)):
+    it looks formulas up by op, not overload, and its mm/bmm formulas take that dtype for the
+    output shape and raise (torch 2.11 to 2.13)."""
+    import torch
+    from torch.utils import flop_counter as fc
+
+    def out_dtype_too(formula):
+        return lambda a_shape, b_shape, out_dtype=None, *, out_shape=None, **kw: formula(a_shape, b_shape)
+
+    aten = torch.ops.aten
+    mapping = {aten.mm: out_dtype_too(fc.mm_flop), aten.bmm: out_dtype_too(fc.bmm_flop)}
+    return fc.FlopCounterMode(display=False, custom_mapping=mapping)
 
 
 def load_source(path: str, source: str, build_fn: str):

@@ -114,7 +114,6 @@ def main() -> None:
                f"{e_16[0]:.2e} ({e_16[1]:.1e}) | {e_bf[0]:.2e} ({e_bf[1]:.1e}) |")
         print(row, flush=True)
         lines.append(row)
-        del buf, ref
         torch.cuda.empty_cache()
     text = "\n".join(lines) + "\n"
     print(text)

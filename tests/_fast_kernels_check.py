@@ -89,4 +89,13 @@ if hasattr(m, "finish_torch"):
     m.finish(head, b12, full_k[:, :, 1:1 + t])
     m.finish_torch(head, b12, full_t[:, :, 1:1 + t])
     close(label, full_k, full_t)
+# Winograd convs against F.conv3d (fp32 operands: exact up to rounding): odd sizes (a last tile
+# half outside), batch 2, and a pass split into one-frame GEMMs by a small buffer cap.
+if hasattr(m, "winograd_conv"):
+    for cap, (co, tt, hh, ww) in ((1 << 30, (64, 3, 6, 8)), (1 << 30, (128, 2, 5, 7)), (1, (64, 3, 4, 6))):
+        m.WINOGRAD_BYTES = cap
+        buf = rand(2, 64, tt + 2, hh, ww)
+        wt = torch.randn(co, 64, 3, 3, 3, generator=g) / 40
+        want = torch.nn.functional.conv3d(buf, wt, padding=(0, 1, 1))
+        close(f"winograd_conv {co}x{hh}x{ww} cap={cap}", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)), want)
 print("all kernels match")

@@ -5,7 +5,8 @@
   architecture at narrow widths, tests/narrow_vae: no step of the fast path depends on the channel
   counts, and at full width its copy of the weights beside the frozen model's would take 5 GB);
 - each Triton kernel matches its torch oracle (TRITON_INTERPRET=1 runs them on CPU tensors);
-- the whole decode through the Triton kernels matches the torch path.
+- the whole decode through the Triton kernels matches the torch path, and with the Winograd convs
+  the frozen model.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def test_kernels_match_torch_oracles() -> None:
     p = run_interpreted(str(REPO / "tests" / "_fast_kernels_check.py"), str(REPO / "optimize.py"))
     assert p.returncode == 0 and "all kernels match" in p.stdout, p.stdout + p.stderr[-2000:]
     shipped = ["norm_silu bias=True", "residual_sum (normalized)", "subpixel_merge ft=2 first=True (normalized)",
-               "frames_from_channels", "finish (head taps)", "residual_sum (normed only)"]  # optimize.py's: none skipped
+               "frames_from_channels", "finish (head taps)", "residual_sum (normed only)",
+               "winograd_conv 128x5x7 cap=1073741824", "winograd_conv 64x4x6 cap=1"]  # optimize.py's: none skipped
     assert all(f"{name}: ok" in p.stdout for name in shipped), p.stdout
 
 
@@ -84,14 +86,20 @@ want = vae.decode(z)
 decode, _ = m.build_decoder(vae, z)
 bf16 = m.FastDecoder(vae, torch.bfloat16, m.LATENT_FRAMES_PER_PASS)(z)
 kernels = decode(z)
+# The Winograd convs where this narrow model is widest (128 channels; at full width, 1024).
+winograd = m.FastDecoder(vae, torch.float32, m.LATENT_FRAMES_PER_PASS, winograd_min_channels=128)
+assert len(winograd.winograd) == 16, sorted(winograd.winograd)
+winograd = winograd(z[:1])
 m._INTERPRET = False  # the same decoder, torch ops instead of the kernels
 torch_path = decode(z)
 print("kernels vs torch path", float((kernels - torch_path).abs().max()))
 print("kernels vs frozen model", float((kernels - want).abs().max()))
+print("winograd kernels vs frozen model", float((winograd - want[:1]).abs().max()))
 print("bf16 kernels psnr", float(10 * torch.log10(4 / ((bf16 - want) ** 2).mean())))
 """
     p = run_interpreted("-c", code)
     assert p.returncode == 0, p.stderr[-3000:]
     got = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in p.stdout.splitlines()}
     assert got["kernels vs torch path"] < 1e-4 and got["kernels vs frozen model"] < 1e-4, p.stdout
+    assert got["winograd kernels vs frozen model"] < 1e-4, p.stdout
     assert got["bf16 kernels psnr"] > 45.0, p.stdout  # the gate's bar; bf16 eager scores ~51 dB

@@ -104,3 +104,18 @@ def test_probe_on_this_machine(at_toy: Path) -> None:
     assert made and not made_again and again == peak
     assert peak["peak"]["flops"]["rate"] > 0 and peak["peak"]["bytes"]["rate"] > 0
     assert floor.peak_path(peak["gpu"]).parent == C.assets_dir()
+
+
+def test_flop_counter_counts_matmuls_with_an_output_dtype() -> None:
+    """optimize.py's Winograd GEMM is torch.bmm(fp16, fp16, out_dtype=fp32); torch's own counter
+    raises on it, which left e031/e032 without an executed count (their floor fell back to nominal)."""
+    import torch
+
+    from harness.worker import flop_counter
+
+    a, b = torch.empty(2, 4, 8, dtype=torch.float16, device="meta"), torch.empty(2, 8, 3, dtype=torch.float16, device="meta")
+    with flop_counter() as counter:
+        torch.bmm(a, b, out_dtype=torch.float32)
+        torch.bmm(a, b)
+        torch.mm(a[0], b[0], out_dtype=torch.float32)
+    assert counter.get_total_flops() == 2 * (2 * 2 * 4 * 8 * 3) + 2 * 4 * 8 * 3
