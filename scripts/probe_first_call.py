@@ -10,7 +10,7 @@ times its first call, then a second one (the steady state):
 In the cold case, the seconds spent in Triton's compiler (summed over its compile() calls) and
 the number of kernels compiled are counted too.
 
-    python scripts/probe_first_call.py [--out FILE.md]
+    python scripts/probe_first_call.py [--candidate optimize.py] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def one_case(benchmark: bool) -> dict[str, float]:
+def one_case(benchmark: bool, candidate: str) -> dict[str, float]:
     """In this process: build the decoder and time its first two calls."""
     sys.path.insert(0, str(REPO))
     import torch
@@ -59,7 +59,7 @@ def one_case(benchmark: bool) -> dict[str, float]:
     x = adapter.make_input(shape, 1, "cuda")
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("candidate", REPO / "optimize.py")
+    spec = importlib.util.spec_from_file_location("candidate", candidate)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     t = time.perf_counter()
@@ -77,9 +77,9 @@ def one_case(benchmark: bool) -> dict[str, float]:
             "triton_compiles": compiled["n"], "triton_compile_s": compiled["s"]}
 
 
-def run_case(benchmark: bool, cache: str) -> dict[str, float]:
+def run_case(benchmark: bool, cache: str, candidate: Path) -> dict[str, float]:
     env = {**os.environ, "TRITON_CACHE_DIR": cache}
-    code = f"import json, sys; sys.path.insert(0, 'scripts'); import probe_first_call as p; print(json.dumps(p.one_case({benchmark})))"
+    code = f"import json, sys; sys.path.insert(0, 'scripts'); import probe_first_call as p; print(json.dumps(p.one_case({benchmark}, {str(candidate)!r})))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-3000:])
@@ -88,14 +88,17 @@ def run_case(benchmark: bool, cache: str) -> dict[str, float]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--candidate", type=Path, default=REPO / "optimize.py")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     import torch
     import triton
 
     cold, nobench = tempfile.mkdtemp(), tempfile.mkdtemp()
-    cases = {"cold": run_case(True, cold), "warm-triton": run_case(True, cold), "no-benchmark": run_case(False, nobench)}
-    lines = [f"# optimize.py's first call, split ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
+    cand = a.candidate.resolve()
+    cases = {"cold": run_case(True, cold, cand), "warm-triton": run_case(True, cold, cand),
+             "no-benchmark": run_case(False, nobench, cand)}
+    lines = [f"# {cand.name}'s first call, split ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
              f"Triton {triton.__version__}, cuDNN {torch.backends.cudnn.version()}, full preset, synthetic weights)", "",
              "| case | build (s) | first call (s) | second call (s) | Triton compiles | in Triton's compiler (s) |",
              "|---|---:|---:|---:|---:|---:|"]
