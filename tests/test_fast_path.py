@@ -89,15 +89,7 @@ kernels = decode(z)
 # The Winograd convs where this narrow model is widest (128 channels; at full width, 1024).
 winograd = m.FastDecoder(vae, torch.float32, m.LATENT_FRAMES_PER_PASS, winograd_min_channels=128)
 assert len(winograd.winograd) == 16, sorted(winograd.winograd)
-# The dry run that precompile() compiles from (two passes on fake tensors) lists exactly the
-# kernel specializations a real decode launches.
-listed = set(m.LAUNCHES.dry_run(winograd, z[:1]))
-launched, launch = set(), m.LAUNCHES.launch
-m.LAUNCHES.launch = lambda k, grid, *a, **meta: (launched.add(m.Launches.spec(k, a, meta)), launch(k, grid, *a, **meta))
 winograd = winograd(z[:1])
-m.LAUNCHES.launch = launch
-assert listed == launched and len(listed) >= 10, (len(listed), len(launched))
-print("dry-run kernel specializations", len(listed))
 m._INTERPRET = False  # the same decoder, torch ops instead of the kernels
 torch_path = decode(z)
 print("kernels vs torch path", float((kernels - torch_path).abs().max()))
@@ -109,5 +101,5 @@ print("bf16 kernels psnr", float(10 * torch.log10(4 / ((bf16 - want) ** 2).mean(
     assert p.returncode == 0, p.stderr[-3000:]
     got = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in p.stdout.splitlines()}
     assert got["kernels vs torch path"] < 1e-4 and got["kernels vs frozen model"] < 1e-4, p.stdout
-    assert got["winograd kernels vs frozen model"] < 1e-4 and got["dry-run kernel specializations"] >= 10, p.stdout
+    assert got["winograd kernels vs frozen model"] < 1e-4, p.stdout
     assert got["bf16 kernels psnr"] > 45.0, p.stdout  # the gate's bar; bf16 eager scores ~51 dB
