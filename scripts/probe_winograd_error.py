@@ -1,0 +1,51 @@
+"""Development probe (CPU, no GPU needed): the numerical error of Winograd convolutions against the
+direct bf16 conv the decoder runs on cuDNN, with the GPU's roundings emulated in float64 arithmetic.
+
+    python scripts/probe_winograd_error.py
+
+A 3x3 conv (padding 1) of a bf16 input (SiLU of a Gaussian, as after the decoder's norms) with
+Gaussian weights, against the exact conv of the same input and the fp32 weights. Emulated:
+- direct bf16: bf16 weights, exact products summed (fp32 accumulation), output rounded to bf16;
+- Winograd F(m x m, 3x3): input and weight transforms in float64, both rounded to the GEMM's
+  operand dtype (the weights scaled by a power of two first, as optimize.py does), the GEMM's
+  output rounded to fp32, the output transform in float64, the output rounded to bf16.
+The time taps of the decoder's 3x3x3 convs only lengthen the sums; they are left out.
+F(2x2) is optimize.py's; F(4x4) would cut the multiply-adds 4x instead of 2.25x and move 2.25x
+the activation bytes instead of 4x, with larger transform coefficients (error grows).
+"""
+import torch, torch.nn.functional as F
+torch.manual_seed(0)
+D = torch.float64
+F2 = dict(BT=[[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]], G=[[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]], AT=[[1,1,1,0],[0,1,-1,-1]])
+F4 = dict(BT=[[4,0,-5,0,1,0],[0,-4,-4,1,1,0],[0,4,-4,-1,1,0],[0,-2,-1,2,1,0],[0,2,-1,-2,1,0],[0,4,0,-5,0,1]],
+          G=[[1/4,0,0],[-1/6,-1/6,-1/6],[-1/6,1/6,-1/6],[1/24,1/12,1/6],[1/24,-1/12,1/6],[0,0,1]],
+          AT=[[1,1,1,1,1,0],[0,1,-1,2,-2,0],[0,1,1,4,4,0],[0,1,-1,8,-8,1]])
+
+def wino(x, w, mats, op_dtype, out_dtype=torch.bfloat16):
+    """2D conv, pad 1: x [C, H, W] (values already bf16-representable), w [Co, C, 3, 3]."""
+    BT, G, AT = (torch.tensor(mats[k], dtype=D) for k in ("BT", "G", "AT"))
+    a = BT.shape[0]; m = AT.shape[0]
+    c, h, wd = x.shape
+    xp = F.pad(x.to(D), (1, 1 + (-wd) % m, 1, 1 + (-h) % m))
+    th, tw = (h + m - 1) // m, (wd + m - 1) // m
+    patches = xp.unfold(1, a, m).unfold(2, a, m)  # C, th, tw, a, a
+    V = torch.einsum("ij,cxyjk,lk->ilxyc", BT, patches, BT).reshape(a * a, th * tw, c)
+    U = torch.einsum("ij,ocjk,lk->ilco", G, w.to(D), G).reshape(a * a, c, w.shape[0])
+    scale = 2.0 ** -torch.floor(torch.log2(U.abs().max()))
+    V, U = V.to(op_dtype).to(D), (U * scale).to(op_dtype).to(D)
+    M = torch.bmm(V, U).float().to(D)  # fp32 accumulate/output
+    M = M.reshape(a, a, th, tw, -1)
+    Y = torch.einsum("ij,jkxyo,lk->oxiyl", AT, M, AT).reshape(-1, th * m, tw * m)[:, :h, :wd] / scale
+    return Y.to(out_dtype).to(D)
+
+def direct_bf16(x, w):
+    return F.conv2d(x.to(D)[None], w.to(torch.bfloat16).to(D), padding=1)[0].to(torch.bfloat16).to(D)
+
+for c, co, h, w in ((1024, 1024, 24, 24), (512, 512, 24, 24)):
+    x = F.silu(torch.randn(c, h, w, dtype=D) * 1.5).to(torch.bfloat16).to(D)  # the conv's bf16 input
+    wt = torch.randn(co, c, 3, 3, dtype=D) / (9 * c) ** 0.5
+    ref = F.conv2d(x[None], wt, padding=1)[0]
+    err = lambda y: ((y - ref).norm() / ref.norm()).item()
+    print(f"C {c} -> {co}: direct bf16 {err(direct_bf16(x, wt)):.2e} | F(2x2) fp16 {err(wino(x, wt, F2, torch.float16)):.2e}"
+          f" | F(4x4) fp16 {err(wino(x, wt, F4, torch.float16)):.2e} | F(4x4) bf16 {err(wino(x, wt, F4, torch.bfloat16)):.2e}"
+          f" | F(4x4) fp16, fp32 out {err(wino(x, wt, F4, torch.float16, torch.float32)):.2e}")
