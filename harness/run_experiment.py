@@ -14,7 +14,10 @@ measured against it. So the first thing a user sees is a true ratio over fp32 ea
 
 The keep rule. A candidate is kept only if every call passed the gate and its metric (goals.json
 "metric": a median latency, or a throughput) beats the best keeper since that baseline by more
-than the noise threshold and by more than either one's spread. A keeper's source becomes
+than the noise threshold and by more than either one's spread; or, where goals.json has a
+"warmup_gain", if its metric is no worse than the best's beyond the noise threshold and its
+warm-up (build + first calls, in a fresh worker whose compiler caches start empty) is shorter than
+the best keeper's by at least that fraction. A keeper's source becomes
 optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
 else leaves optimize.py at the best keeper: after a revert of an edited optimize.py it is put
 back; a --candidate file is never modified. The best keeper's own source measured again (on a
@@ -68,14 +71,33 @@ class Refused(Exception):
 
 
 def decide(value: float, spread: float, best: float | None, best_spread: float, noise: float,
-           better: str = "lower") -> str:
-    """'baseline' when nothing is recorded yet; 'keep' only for a win beyond noise and spread."""
+           better: str = "lower", warmup: tuple[float, float, float] | None = None) -> str:
+    """'baseline' when nothing is recorded yet; 'keep' for a win beyond noise and spread, or for a
+    tie on the metric (no worse beyond noise) with a warm-up shorter by the asked fraction:
+    warmup = (the candidate's warm-up s, the best's, that fraction)."""
     if best is None:
         return "baseline"
     gain = best - value if better == "lower" else value - best
     if gain > noise * best and gain > max(spread, best_spread):
         return "keep"
+    if warmup is not None and gain >= -noise * best and warmup[0] <= (1 - warmup[2]) * warmup[1]:
+        return "keep"
     return "revert"
+
+
+def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], best: dict[str, str] | None) -> tuple[float, float, float] | None:
+    """decide()'s warm-up argument: this run's warm-up (build + first calls, in a fresh worker with
+    empty compiler caches) against the best keeper's, from its record; None when goals.json asks
+    for no warm-up rule ("warmup_gain") or a figure is missing."""
+    gain = goals.get("warmup_gain")
+    if not gain or best is None or facts.get("warmup_s") is None:
+        return None
+    record = C.root() / "records" / f"{best['exp']}.json"
+    try:
+        theirs = json.loads(record.read_text())["facts"]["warmup_s"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (float(facts["warmup_s"]), float(theirs), float(gain)) if theirs else None
 
 
 def metric_of(facts: dict[str, Any], goals: dict[str, Any], preset: str) -> tuple[float, float]:
@@ -196,7 +218,8 @@ def judge(rec: dict[str, Any], goals: dict[str, Any], preset: str, best: dict[st
     else:
         target = best_override if best_override is not None else (R.metric_value(best) if best else None)
         spread = float(best["spread_s"]) if best and best_override is None and better == "lower" else 0.0
-        rec["would_be"] = decide(rec["metric"], rec["metric_spread"], target, spread, goals["noise_threshold"], better)
+        tie = warmup_tie(goals, f, best) if best_override is None else None
+        rec["would_be"] = decide(rec["metric"], rec["metric_spread"], target, spread, goals["noise_threshold"], better, tie)
 
 
 def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
@@ -335,7 +358,12 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
                           f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
         else:
             best_spread = float(best["spread_s"]) if better == "lower" else 0.0
-            status = decide(metric, spread, R.metric_value(best), best_spread, goals["noise_threshold"], better)
+            args = (metric, spread, R.metric_value(best), best_spread, goals["noise_threshold"], better)
+            tie = warmup_tie(goals, f, best)
+            status = decide(*args, tie)
+            if status == "keep" and decide(*args) != "keep":  # kept by the warm-up rule alone: say so
+                rerun_note = (f"kept for its warm-up: {tie[0]:.1f} s against {best['exp']}'s {tie[1]:.1f} s, "
+                              f"the metric within the noise threshold")
     base_row = base if not is_baseline else None
     speedup = None
     if status == "baseline":

@@ -79,6 +79,14 @@ def test_decide() -> None:
     # a throughput: higher is better, the same rule mirrored
     assert decide(110.0, 1.0, 100.0, 1.0, 0.01, "higher") == "keep"
     assert decide(100.5, 0.1, 100.0, 0.1, 0.01, "higher") == "revert"
+    # The warm-up rule: a tie on the metric with a warm-up shorter by the asked fraction is kept
+    # (e041's case: 15.4 s against 18.6 s, 17% shorter), never a slower metric or a small saving.
+    assert decide(0.998, 0.01, 1.0, 0.01, 0.01, warmup=(15.4, 18.6, 0.15)) == "keep"
+    assert decide(1.005, 0.01, 1.0, 0.01, 0.01, warmup=(15.4, 18.6, 0.15)) == "keep"  # worse, but within noise
+    assert decide(1.02, 0.01, 1.0, 0.01, 0.01, warmup=(5.0, 18.6, 0.15)) == "revert"  # a slower call buys nothing
+    assert decide(0.998, 0.01, 1.0, 0.01, 0.01, warmup=(16.5, 18.6, 0.15)) == "revert"  # 11% shorter: not enough
+    assert decide(99.5, 0.1, 100.0, 0.1, 0.01, "higher", warmup=(10.0, 20.0, 0.15)) == "keep"
+    assert decide(97.0, 0.1, 100.0, 0.1, 0.01, "higher", warmup=(10.0, 20.0, 0.15)) == "revert"
     assert decide(90.0, 0.1, 100.0, 0.1, 0.01, "higher") == "revert"
 
 
@@ -234,3 +242,16 @@ def test_tampering_voids_the_run(tmp_path: Path) -> None:
     rc, f, out = run(ws, "--desc", "rewrites the harness", "--unsandboxed", "--no-profile")
     assert rc == 1 and f["status"] == "tampered" and "harness/bench.py" in f["reason"], out
     assert f["sandbox"] == "none (--unsandboxed)" and (ws / "optimize.py").read_text() == before
+
+
+def test_warmup_tie_reads_the_best_keepers_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import _common
+
+    monkeypatch.setattr(_common, "root", lambda: tmp_path)
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "e007.json").write_text(json.dumps({"facts": {"warmup_s": 18.6}}))
+    goals = {"warmup_gain": 0.15}
+    assert run_experiment.warmup_tie(goals, {"warmup_s": 15.4}, {"exp": "e007"}) == (15.4, 18.6, 0.15)
+    assert run_experiment.warmup_tie({}, {"warmup_s": 15.4}, {"exp": "e007"}) is None  # the target asks for no warm-up rule
+    assert run_experiment.warmup_tie(goals, {"warmup_s": 15.4}, {"exp": "e008"}) is None  # the best has no record here
+    assert run_experiment.warmup_tie(goals, {}, {"exp": "e007"}) is None
