@@ -92,11 +92,12 @@ def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], best: dict[str, str
     gain = goals.get("warmup_gain")
     if not gain or best is None or facts.get("warmup_s") is None:
         return None
-    record = C.root() / "records" / f"{best['exp']}.json"
-    try:
-        theirs = json.loads(record.read_text())["facts"]["warmup_s"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    theirs = best.get("warmup_s")  # a baseline measured in this same run has no record yet
+    if theirs is None:
+        try:
+            theirs = json.loads((C.root() / "records" / f"{best['exp']}.json").read_text())["facts"]["warmup_s"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
     return (float(facts["warmup_s"]), float(theirs), float(gain)) if theirs else None
 
 
@@ -200,7 +201,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
                 break  # without a baseline there is nothing to judge the candidate against
             best = {"status": "baseline", "median_s": str(rec["facts"]["median_s"]),
                     "spread_s": str(rec["facts"]["spread_s"]), "metric": str(rec["metric"]),
-                    "candidate_sha": rec["candidate_sha"]}
+                    "candidate_sha": rec["candidate_sha"], "warmup_s": rec["facts"].get("warmup_s")}
             a.best_median = None
     return recs
 

@@ -255,3 +255,5 @@ def test_warmup_tie_reads_the_best_keepers_record(tmp_path: Path, monkeypatch: p
     assert run_experiment.warmup_tie({}, {"warmup_s": 15.4}, {"exp": "e007"}) is None  # the target asks for no warm-up rule
     assert run_experiment.warmup_tie(goals, {"warmup_s": 15.4}, {"exp": "e008"}) is None  # the best has no record here
     assert run_experiment.warmup_tie(goals, {}, {"exp": "e007"}) is None
+    # A baseline measured earlier in the same run has no record yet: its warm-up travels with it.
+    assert run_experiment.warmup_tie(goals, {"warmup_s": 15.4}, {"status": "baseline", "warmup_s": 30.0}) == (15.4, 30.0, 0.15)
