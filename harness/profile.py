@@ -124,17 +124,31 @@ def summarize(prof: Any, device: str, top: int = 15) -> dict[str, Any]:
     }
 
 
+# The floor counts the FLOPs of both at one peak rate, and a convolution may run as GEMMs (a
+# Winograd or im2col form): for the stop rule's "time outside the dominant work" they are one class.
+TENSOR_CORE = ("convolution", "attention/matmul")
+
+
+def dominant(cats: dict[str, float]) -> tuple[str, float]:
+    """(name, seconds) of the largest class of kernel time, convolutions and matmuls pooled."""
+    pooled = {c: t for c, t in cats.items() if c not in TENSOR_CORE}
+    pooled[" + ".join(c for c in TENSOR_CORE if cats.get(c)) or " + ".join(TENSOR_CORE)] = sum(cats.get(c, 0.0) for c in TENSOR_CORE)
+    name = max(pooled, key=pooled.get)
+    return name, pooled[name]
+
+
 def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     """The worker's summary joined with what the harness measured itself (the call time)."""
     wall = facts.get("median_s") or 0.0
     cats = summary["by_category_s"]
     total = sum(cats.values()) or 1.0
+    largest, largest_s = dominant(cats)
     return {**summary, "preset": facts["preset"], "gpu": facts["gpu"], "torch": facts["torch"],
             "cuda": facts.get("cuda"), "cudnn": facts.get("cudnn"), "candidate": facts["candidate"],
             "input": "a fresh pool input", "info": facts.get("info"), "wall_s": wall,
             "busy_fraction": min(1.0, summary["busy_s"] / wall) if wall > 0 else None,
             **{k: facts.get(k) for k in ("executed_flops", "flops", "floor_s", "floor_note", "x_floor")},
-            "outside_largest": 1 - max(cats.values()) / total, "largest_category": max(cats, key=cats.get)}
+            "outside_largest": 1 - largest_s / total, "largest_category": largest}
 
 
 def to_markdown(r: dict[str, Any], title: str) -> str:

@@ -119,3 +119,23 @@ def test_flop_counter_counts_matmuls_with_an_output_dtype() -> None:
         torch.bmm(a, b)
         torch.mm(a[0], b[0], out_dtype=torch.float32)
     assert counter.get_total_flops() == 2 * (2 * 2 * 4 * 8 * 3) + 2 * 4 * 8 * 3
+
+
+def test_winograd_gemms_count_as_the_dominant_work() -> None:
+    """e034's profile: its Winograd convs run as cuBLAS GEMMs (attention/matmul by kernel name).
+    Pooled with the convolutions, 13.6% of kernel time is outside them (the transforms, norms,
+    residual sums, copies), not the 23.6% the convolution class alone would leave."""
+    from harness.profile import dominant
+
+    md = (REPO / "profiles" / "e034.md").read_text()
+    cats = {}
+    for ln in md.split("## GPU time by category")[1].split("## Top kernels")[0].splitlines():
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        if len(cells) == 3 and cells[1].replace(".", "").isdigit():
+            cats[cells[0]] = float(cells[1])
+    name, seconds = dominant(cats)
+    assert name == "convolution + attention/matmul" and seconds == pytest.approx(2.0616 + 0.2696)
+    outside = 1 - seconds / sum(cats.values())
+    assert outside == pytest.approx(0.136, abs=0.001)
+    stop, why = floor.verdict(RULE, 2.719, 2.168, 0.993, outside, attempts=8, largest=name)
+    assert not stop and any("13.6% of kernel time is outside convolution + attention/matmul" in w for w in why), why
