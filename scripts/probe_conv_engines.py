@@ -16,11 +16,11 @@ them), in one process, CUDA-event timed, median of 5 trials:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
+from _probe import median_ms
 
 SHAPES = [(256, 14, 352, 640), (512, 14, 176, 320), (1024, 8, 88, 160)]
 CL = torch.channels_last_3d
@@ -28,18 +28,7 @@ CL = torch.channels_last_3d
 
 def timed(fn, reps: int = 5, trials: int = 5) -> float:
     """Median over trials of the mean ms a run (CUDA events), after two warm-up runs."""
-    fn()
-    fn()
-    times = []
-    for _ in range(trials):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / reps)
-    return statistics.median(times)
+    return median_ms(fn, trials=trials, reps=reps, warmup=2)
 
 
 def torch_conv(x, w, limit: int) -> float:

@@ -18,26 +18,22 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.util
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _probe import load_module, median_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from harness.bench import time_runs  # noqa: E402
 from model import LATENT_MEAN, LATENT_STD, WanVAE  # noqa: E402
 
 CL = torch.channels_last_3d
 
 
 def list_convs(candidate: Path, shape: list[int]) -> collections.Counter:
-    spec = importlib.util.spec_from_file_location("candidate", candidate)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(candidate)
     with torch.device("meta"):
         vae = WanVAE()
         vae.latent_mean, vae.latent_std = torch.tensor(LATENT_MEAN), torch.tensor(LATENT_STD)
@@ -59,8 +55,7 @@ def list_convs(candidate: Path, shape: list[int]) -> collections.Counter:
 
 
 def time_ms(fn, reps: int = 5) -> float:
-    fn()  # cudnn.benchmark picks its algorithm on the first call
-    return statistics.median(time_runs(fn, reps, "cuda")) * 1000
+    return median_ms(fn, trials=reps)
 
 
 def conv_flops(x: tuple, w: tuple, pad: tuple) -> float:

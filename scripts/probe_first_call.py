@@ -57,11 +57,9 @@ def one_case(benchmark: bool, candidate: str) -> dict[str, float]:
         pass
     model = adapter.load_model("cuda")
     x = adapter.make_input(shape, 1, "cuda")
-    import importlib.util
+    from _probe import load_module
 
-    spec = importlib.util.spec_from_file_location("candidate", candidate)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module(Path(candidate))
     t = time.perf_counter()
     decode, _ = mod.build_decoder(model, x)
     build = time.perf_counter() - t

@@ -13,37 +13,15 @@ and each result's error against an fp32 conv, with fp16 (shipped) and bf16 GEMM 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _probe import load_module, median_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 CL = torch.channels_last_3d
-
-
-def load(candidate: Path):
-    spec = importlib.util.spec_from_file_location("candidate", candidate)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def timed(fn, reps: int = 10) -> float:
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def rel_err(x: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
@@ -85,7 +63,7 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
-    m = load(Path(args.candidate))
+    m = load_module(Path(args.candidate))
     if args.check:
         return check(m)
     torch.backends.cudnn.benchmark = True
@@ -105,8 +83,8 @@ def main() -> None:
         ref = F.conv3d(buf.float(), wt, padding=(0, 1, 1))
         u16, u_bf = m.winograd_weight(wt, torch.float16), m.winograd_weight(wt, torch.bfloat16)
         direct = lambda: F.conv3d(buf, wb, padding=(0, 1, 1))  # noqa: E731
-        ms_cudnn = timed(direct)
-        ms_w = timed(lambda: m.winograd_conv(buf, *u16))
+        ms_cudnn = median_ms(direct, trials=10)
+        ms_w = median_ms(lambda: m.winograd_conv(buf, *u16), trials=10)
         flops = 2 * 27 * c * co * t * h * w
         e_c, e_16, e_bf = (rel_err(x, ref) for x in (direct(), m.winograd_conv(buf, *u16), m.winograd_conv(buf, *u_bf)))
         row = (f"| {c} -> {co}, {t}, {h}x{w} | {calls} | {ms_cudnn:.2f} | {flops / ms_cudnn / 1e9:.0f} | "

@@ -13,7 +13,10 @@ The time taps of the decoder's 3x3x3 convs only lengthen the sums; they are left
 F(2x2) is optimize.py's; F(4x4) would cut the multiply-adds 4x instead of 2.25x and move 2.25x
 the activation bytes instead of 4x, with larger transform coefficients (error grows).
 """
-import torch, torch.nn.functional as F
+
+import torch
+import torch.nn.functional as F
+
 torch.manual_seed(0)
 D = torch.float64
 F2 = dict(BT=[[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]], G=[[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]], AT=[[1,1,1,0],[0,1,-1,-1]])
