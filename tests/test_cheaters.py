@@ -70,6 +70,16 @@ def test_no_cache_survives_the_run(at_toy: Path, tmp_path: Path) -> None:
         assert set(place.glob("cheat-*")) == old, f"the worker wrote into {place}"
 
 
+def test_no_warm_up_carries_over(at_toy: Path) -> None:
+    """The keep rule rewards a shorter warm-up (goals.json warmup_gain): a cache kept from one run
+    to the next would buy it. Both runs of this cheater must pay its whole slow build."""
+    places = (CHEATERS, Path.home(), Path("/tmp"), Path("/var/tmp"))
+    before = {p: (p / "cheat-warm-marker").exists() for p in places}
+    builds = [measure("warms_up_once")["build_s"] for _ in range(2)]
+    assert min(builds) >= 0.9, builds
+    assert {p: (p / "cheat-warm-marker").exists() for p in places} == before, "the worker wrote outside its scratch"
+
+
 def test_the_harness_is_out_of_reach(at_toy: Path) -> None:
     """Its /proc entries, memory and files: the cheater would return garbage if it found any."""
     f = measure("escapes_via_proc")
