@@ -1,19 +1,27 @@
-"""Development probe (not part of the frozen harness): does the candidate's Winograd F(2x2, 3x3)
-form of the decoder's causal 3x3x3 convolutions (optimize.py's winograd_conv) beat cuDNN on this
-GPU, and what does it cost in accuracy?
+"""Development probe (not part of the frozen harness): does the candidate's Winograd form of the
+decoder's causal 3x3x3 convolutions (optimize.py's winograd_conv) beat cuDNN on this GPU, and what
+does it cost in accuracy?
 
-    python scripts/probe_winograd.py [--candidate optimize.py] [--out FILE.md]
+    python scripts/probe_winograd.py [--candidate optimize.py] [--against OLD.py] [--sweep]
+                                     [--decode] [--out FILE.md]
     TRITON_INTERPRET=1 python scripts/probe_winograd.py --check   # CPU: exact against F.conv3d
 
 For each conv shape of one full-preset decode with wide channels it prints cuDNN's time
 (cudnn.benchmark, as the decoder runs it) and the Winograd form's, the decode-wide difference,
 and each result's error against an fp32 conv, with fp16 (shipped) and bf16 GEMM operands.
+--against: the same for another candidate's winograd_conv (an earlier Winograd form), side by side.
+--sweep: first, the candidate's WINOGRAD_BLOCKS (tiles, channels, warps of a transform program)
+from a few choices, each transform in turn, by the summed time over the shapes; the best is used.
+--decode: afterwards, whole synthetic-weight decodes of the benchmark shape in this process: the
+candidate (and --against) with Winograd from 512 and from 1024 channels: first call, median of 3,
+peak memory, PSNR against an fp32 decode (TF32 on, PyTorch's defaults).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -57,26 +65,88 @@ SHAPES = [  # (C, Co, output frames, H, W, calls a decode): profiles/probe_convs
 ]
 
 
+BLOCK_CHOICES = [(16, 32, 4), (8, 64, 4), (32, 32, 8), (16, 64, 8), (32, 64, 8)]
+
+
+def sweep_blocks(m, dev) -> list[str]:
+    """Pick m.WINOGRAD_BLOCKS one transform at a time by the time of every shape's conv, summed
+    with its calls a decode."""
+    lines = []
+    cases = [(operands(c, co, t, h, w, dev, torch.bfloat16), calls) for c, co, t, h, w, calls in SHAPES[:4]]
+    for which in ("input", "output"):
+        results = {}
+        for choice in BLOCK_CHOICES:
+            m.WINOGRAD_BLOCKS[which] = choice
+            u = [(m.winograd_weight(wt, torch.float16), buf, calls) for (buf, wt), calls in cases]
+            results[choice] = sum(median_ms(lambda: m.winograd_conv(buf, *uu), trials=5) * calls
+                                  for uu, buf, calls in u)
+            lines.append(f"- {which} transform blocks {choice}: {results[choice]:.0f} ms a decode (4 wide shapes)")
+            print(lines[-1], flush=True)
+        m.WINOGRAD_BLOCKS[which] = min(results, key=results.get)
+    lines.append(f"- chosen: {m.WINOGRAD_BLOCKS}")
+    return lines
+
+
+def decode_ab(mods: dict, dev) -> list[str]:
+    """Whole decodes with synthetic weights: first call, median of 3, peak memory, PSNR."""
+    sys.path.insert(0, str(ROOT))
+    from model import load_vae
+    vae = load_vae("synthetic", device=dev)
+    z = torch.randn(1, 48, 31, 44, 80, generator=torch.Generator().manual_seed(1234)).to(dev)
+    with torch.no_grad():
+        ref = vae.decode(z)
+    lines = ["", "| decoder | Winograd from | first call s | median s | peak GB | PSNR dB vs fp32 (TF32) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for label, m in mods.items():
+        for min_c in (512, 1024):
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            dec = m.FastDecoder(vae, torch.bfloat16, m.LATENT_FRAMES_PER_PASS, winograd_min_channels=min_c)
+            t = time.perf_counter()
+            dec(z)
+            torch.cuda.synchronize()
+            first = time.perf_counter() - t
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                out = dec(z)
+                torch.cuda.synchronize()
+                times.append(time.perf_counter() - t)
+            peak = torch.cuda.max_memory_allocated() / 1e9
+            mse = ((out.double() - ref.double()) ** 2).mean().item()
+            lines.append(f"| {label} | {min_c} | {first:.1f} | {sorted(times)[1]:.3f} | {peak:.1f} | "
+                         f"{10 * torch.log10(torch.tensor(4.0 / mse)).item():.2f} |")
+            print(lines[-1], flush=True)
+            del dec, out
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--candidate", default=str(ROOT / "optimize.py"))
     ap.add_argument("--out")
+    ap.add_argument("--against")
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--decode", action="store_true")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     m = load_module(Path(args.candidate))
+    old = load_module(Path(args.against), "against") if args.against else None
     if args.check:
         return check(m)
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
-    lines = [f"# Winograd F(2x2, 3x3) probe ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
+    sweep = sweep_blocks(m, dev) if args.sweep else []
+    lines = [f"# Winograd probe ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
              f"Triton {m.triton.__version__}, cuDNN {torch.backends.cudnn.version()})", "",
              f"`python scripts/probe_winograd.py`: {Path(args.candidate).name}'s winograd_conv against cuDNN "
              "(cudnn.benchmark), each conv alone on random operands, median of 10 (CUDA events). Error = "
              "||x - ref|| / ||ref|| (in brackets max|x - ref| / max|ref|), ref = an fp32 conv of the same "
              "bf16 input with the fp32 weights; cuDNN's conv uses the bf16 weights the decoder keeps.", "",
+             *sweep, "", f"Against: {args.against or 'none'} (its Winograd ms and fp16 error, when given).", "",
              "| C -> Co, frames, HxW | calls | cuDNN ms | TFLOP/s | Winograd ms | saved a decode (ms) | "
-             "cuDNN err | Winograd fp16 err | Winograd bf16 err |",
-             "|---|---:|---:|---:|---:|---:|---|---|---|"]
+             "cuDNN err | Winograd fp16 err | Winograd bf16 err | against ms | against fp16 err |",
+             "|---|---:|---:|---:|---:|---:|---|---|---|---:|---|"]
     for c, co, t, h, w, calls in SHAPES:
         buf, wt = operands(c, co, t, h, w, dev, torch.bfloat16)
         wb = wt.to(torch.bfloat16).contiguous(memory_format=CL)
@@ -90,9 +160,17 @@ def main() -> None:
         row = (f"| {c} -> {co}, {t}, {h}x{w} | {calls} | {ms_cudnn:.2f} | {flops / ms_cudnn / 1e9:.0f} | "
                f"{ms_w:.2f} | {(ms_cudnn - ms_w) * calls:.0f} | {e_c[0]:.2e} ({e_c[1]:.1e}) | "
                f"{e_16[0]:.2e} ({e_16[1]:.1e}) | {e_bf[0]:.2e} ({e_bf[1]:.1e}) |")
+        if old is not None:
+            u_old = old.winograd_weight(wt, torch.float16)
+            e_old = rel_err(old.winograd_conv(buf, *u_old), ref)
+            row += f" {median_ms(lambda: old.winograd_conv(buf, *u_old), trials=10):.2f} | {e_old[0]:.2e} ({e_old[1]:.1e}) |"
+        else:
+            row += " | |"
         print(row, flush=True)
         lines.append(row)
         torch.cuda.empty_cache()
+    if args.decode:
+        lines += decode_ab({"candidate": m, **({"against": old} if old else {})}, dev)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -20,9 +20,9 @@ def rand(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=g).contiguous(memory_format=CL)
 
 
-def close(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+def close(name: str, a: torch.Tensor, b: torch.Tensor, tol: float = 1e-5) -> None:
     err = float((a - b).abs().max())
-    assert err < 1e-5, f"{name}: kernel differs from its torch oracle by {err}"
+    assert err < tol, f"{name}: kernel differs from its torch oracle by {err}"
     print(f"{name}: ok ({err:.1e})")
 
 
@@ -90,12 +90,15 @@ if hasattr(m, "finish_torch"):
     m.finish_torch(head, b12, full_t[:, :, 1:1 + t])
     close(label, full_k, full_t)
 # Winograd convs against F.conv3d (fp32 operands: exact up to rounding): odd sizes (a last tile
-# half outside), batch 2, and a pass split into one-frame GEMMs by a small buffer cap.
+# partly outside), batch 2, and a pass split into one-frame GEMMs by a small buffer cap. The
+# transforms' coefficients (up to 5 and 8 in F(4x4)) amplify fp32 rounding to ~1e-5 of outputs of
+# size ~3 here; a wrong tap, tile or index is off by O(1).
 if hasattr(m, "winograd_conv"):
     for cap, (co, tt, hh, ww) in ((1 << 30, (64, 3, 6, 8)), (1 << 30, (128, 2, 5, 7)), (1, (64, 3, 4, 6))):
         m.WINOGRAD_BYTES = cap
         buf = rand(2, 64, tt + 2, hh, ww)
         wt = torch.randn(co, 64, 3, 3, 3, generator=g) / 40
         want = torch.nn.functional.conv3d(buf, wt, padding=(0, 1, 1))
-        close(f"winograd_conv {co}x{hh}x{ww} cap={cap}", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)), want)
+        close(f"winograd_conv {co}x{hh}x{ww} cap={cap}", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)), want,
+              tol=2e-4)
 print("all kernels match")
