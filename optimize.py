@@ -28,8 +28,8 @@ This version: a re-implementation of the streaming decode for speed, same semant
 - Nearest 2x upsample followed by a 3x3 conv is computed as four 2x2 convs on the small image
   (one conv with 4x the output channels), 2.25x fewer FLOPs; the pixel shuffle, bias and the
   duplicating-up shortcut are one fused kernel.
-- The residual blocks' 1024-channel 3x3x3 convs (latent size and 2x) as Winograd F(2x2, 3x3):
-  Triton transforms around one fp16 cuBLAS GEMM a pass, 2.25x fewer multiply-adds (see below).
+- The residual blocks' 3x3x3 convs with 512 or more channels as Winograd F(4x4, 3x3): Triton
+  transforms around fp16 cuBLAS GEMMs, 4x fewer multiply-adds (see below).
 - The first chunk's causal convs see only zero history: a 2D conv with the last time tap.
 - The last residual sum before the head is never stored: the head reads only its normed copy.
 - The Triton kernels are not specialized on their integer arguments (row counts, sizes), so the
@@ -222,9 +222,17 @@ if triton is not None:
 
 
     @triton.jit
-    def _bt(d0, d1, d2, d3):
-        # B^T applied to four values along one axis: (d0 - d2, d1 + d2, d2 - d1, d1 - d3).
-        return d0 - d2, d1 + d2, d2 - d1, d1 - d3
+    def _bt(d0, d1, d2, d3, d4, d5):
+        # B^T of F(4x4, 3x3) (interpolation points 0, 1, -1, 2, -2, infinity) along one axis.
+        return (4 * d0 - 5 * d2 + d4, d3 + d4 - 4 * (d1 + d2), d4 - d3 + 4 * (d1 - d2),
+                d4 - d2 + 2 * (d3 - d1), d4 - d2 + 2 * (d1 - d3), 4 * d1 - 5 * d3 + d5)
+
+
+    @triton.jit
+    def _at(m0, m1, m2, m3, m4, m5):
+        # A^T of F(4x4, 3x3) along one axis: six transform points -> four output pixels.
+        a, b, c, d = m1 + m2, m1 - m2, m3 + m4, m3 - m4
+        return m0 + a + c, b + 2 * d, a + 4 * c, b + 8 * d + m5
 
 
     @triton.jit
@@ -236,12 +244,15 @@ if triton is not None:
 
     @triton.jit
     def _load_col(d_ptr, u, ty, tx, j, H, W, cb, pmask, C: tl.constexpr):
-        # Column j of each tile's 4x4 patch, already transformed along the rows (B^T d).
-        x = 2 * tx - 1 + j
-        return _bt(_load_px(d_ptr, u, 2 * ty - 1, x, H, W, cb, pmask, C),
-                   _load_px(d_ptr, u, 2 * ty, x, H, W, cb, pmask, C),
-                   _load_px(d_ptr, u, 2 * ty + 1, x, H, W, cb, pmask, C),
-                   _load_px(d_ptr, u, 2 * ty + 2, x, H, W, cb, pmask, C))
+        # Column j of each tile's 6x6 patch (top-left pixel (4 ty - 1, 4 tx - 1)), transformed
+        # along the rows: column j of B^T d.
+        x, y = 4 * tx - 1 + j, 4 * ty - 1
+        return _bt(_load_px(d_ptr, u, y, x, H, W, cb, pmask, C),
+                   _load_px(d_ptr, u, y + 1, x, H, W, cb, pmask, C),
+                   _load_px(d_ptr, u, y + 2, x, H, W, cb, pmask, C),
+                   _load_px(d_ptr, u, y + 3, x, H, W, cb, pmask, C),
+                   _load_px(d_ptr, u, y + 4, x, H, W, cb, pmask, C),
+                   _load_px(d_ptr, u, y + 5, x, H, W, cb, pmask, C))
 
 
     @triton.jit
@@ -256,32 +267,39 @@ if triton is not None:
 
 
     @triton.jit
-    def _store_row(v_ptr, r0, r1, r2, r3, a: tl.constexpr, u, T, tiles, p, cb, pmask, C: tl.constexpr):
-        # Row a of B^T d, transformed along the columns: transform points e = 4 a + b.
-        v0, v1, v2, v3 = _bt(r0, r1, r2, r3)
-        _store_slots(v_ptr, v0, 4 * a + 0, u, T, tiles, p, cb, pmask, C)
-        _store_slots(v_ptr, v1, 4 * a + 1, u, T, tiles, p, cb, pmask, C)
-        _store_slots(v_ptr, v2, 4 * a + 2, u, T, tiles, p, cb, pmask, C)
-        _store_slots(v_ptr, v3, 4 * a + 3, u, T, tiles, p, cb, pmask, C)
+    def _store_row(v_ptr, r0, r1, r2, r3, r4, r5, a: tl.constexpr, u, T, tiles, p, cb, pmask, C: tl.constexpr):
+        # Row a of B^T d, transformed along the columns: transform points e = 6 a + b.
+        v0, v1, v2, v3, v4, v5 = _bt(r0, r1, r2, r3, r4, r5)
+        _store_slots(v_ptr, v0, 6 * a + 0, u, T, tiles, p, cb, pmask, C)
+        _store_slots(v_ptr, v1, 6 * a + 1, u, T, tiles, p, cb, pmask, C)
+        _store_slots(v_ptr, v2, 6 * a + 2, u, T, tiles, p, cb, pmask, C)
+        _store_slots(v_ptr, v3, 6 * a + 3, u, T, tiles, p, cb, pmask, C)
+        _store_slots(v_ptr, v4, 6 * a + 4, u, T, tiles, p, cb, pmask, C)
+        _store_slots(v_ptr, v5, 6 * a + 5, u, T, tiles, p, cb, pmask, C)
 
 
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "T"])
     def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, T, C: tl.constexpr,
                          BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-        # d: [T + 2, H, W, C]; v: [16, T, tiles, 3 C]. A program: BLOCK_P tiles of input frame u.
+        # d: [T + 2, H, W, C]; v: [36, T, tiles, 3 C]. A program: BLOCK_P tiles of input frame u.
         u = tl.program_id(1)
         p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
         pmask = p < tiles
         ty, tx = p // tiles_w, p % tiles_w
-        a0, a1, a2, a3 = _load_col(d_ptr, u, ty, tx, 0, H, W, cb, pmask, C)  # a_i = row i, column 0
-        b0, b1, b2, b3 = _load_col(d_ptr, u, ty, tx, 1, H, W, cb, pmask, C)
-        c0, c1, c2, c3 = _load_col(d_ptr, u, ty, tx, 2, H, W, cb, pmask, C)
-        d0, d1, d2, d3 = _load_col(d_ptr, u, ty, tx, 3, H, W, cb, pmask, C)
-        _store_row(v_ptr, a0, b0, c0, d0, 0, u, T, tiles, p, cb, pmask, C)
-        _store_row(v_ptr, a1, b1, c1, d1, 1, u, T, tiles, p, cb, pmask, C)
-        _store_row(v_ptr, a2, b2, c2, d2, 2, u, T, tiles, p, cb, pmask, C)
-        _store_row(v_ptr, a3, b3, c3, d3, 3, u, T, tiles, p, cb, pmask, C)
+        # aI, bI, ... fI: row I of B^T d in patch columns 0..5
+        a0, a1, a2, a3, a4, a5 = _load_col(d_ptr, u, ty, tx, 0, H, W, cb, pmask, C)
+        b0, b1, b2, b3, b4, b5 = _load_col(d_ptr, u, ty, tx, 1, H, W, cb, pmask, C)
+        c0, c1, c2, c3, c4, c5 = _load_col(d_ptr, u, ty, tx, 2, H, W, cb, pmask, C)
+        d0, d1, d2, d3, d4, d5 = _load_col(d_ptr, u, ty, tx, 3, H, W, cb, pmask, C)
+        e0, e1, e2, e3, e4, e5 = _load_col(d_ptr, u, ty, tx, 4, H, W, cb, pmask, C)
+        f0, f1, f2, f3, f4, f5 = _load_col(d_ptr, u, ty, tx, 5, H, W, cb, pmask, C)
+        _store_row(v_ptr, a0, b0, c0, d0, e0, f0, 0, u, T, tiles, p, cb, pmask, C)
+        _store_row(v_ptr, a1, b1, c1, d1, e1, f1, 1, u, T, tiles, p, cb, pmask, C)
+        _store_row(v_ptr, a2, b2, c2, d2, e2, f2, 2, u, T, tiles, p, cb, pmask, C)
+        _store_row(v_ptr, a3, b3, c3, d3, e3, f3, 3, u, T, tiles, p, cb, pmask, C)
+        _store_row(v_ptr, a4, b4, c4, d4, e4, f4, 4, u, T, tiles, p, cb, pmask, C)
+        _store_row(v_ptr, a5, b5, c5, d5, e5, f5, 5, u, T, tiles, p, cb, pmask, C)
 
 
     @triton.jit
@@ -292,40 +310,54 @@ if triton is not None:
 
     @triton.jit
     def _at_col(m_ptr, j, r, rows_total, cb, mask, CO: tl.constexpr):
-        # A^T over rows i of column j: (m0 + m1 + m2, m1 - m2 - m3), A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
-        m0 = _load_m(m_ptr, j, r, rows_total, cb, mask, CO)
-        m1 = _load_m(m_ptr, 4 + j, r, rows_total, cb, mask, CO)
-        m2 = _load_m(m_ptr, 8 + j, r, rows_total, cb, mask, CO)
-        m3 = _load_m(m_ptr, 12 + j, r, rows_total, cb, mask, CO)
-        return m0 + m1 + m2, m1 - m2 - m3
+        # A^T over the rows of column j of M: output rows 0..3 of column j.
+        return _at(_load_m(m_ptr, j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 6 + j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 12 + j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 18 + j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 24 + j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 30 + j, r, rows_total, cb, mask, CO))
 
 
     @triton.jit
     def _store_px(out_ptr, y, t, ty, tx, i: tl.constexpr, j: tl.constexpr, H, W, inv_scale, cb, mask,
                   CO: tl.constexpr):
-        y_px, x_px = 2 * ty + i, 2 * tx + j  # an odd H or W leaves the last tiles' second row or column out
+        y_px, x_px = 4 * ty + i, 4 * tx + j  # where H or W is not a multiple of 4, the last tiles stick out
         offs = ((t * H + y_px) * W + x_px).to(tl.int64)[:, None] * CO + cb[None, :]
         ok = mask & ((y_px < H) & (x_px < W))[:, None]
         tl.store(out_ptr + offs, (y * inv_scale).to(out_ptr.dtype.element_ty), mask=ok)
 
 
+    @triton.jit
+    def _store_out_row(out_ptr, s0, s1, s2, s3, s4, s5, i: tl.constexpr, t, ty, tx, H, W, inv_scale, cb, mask,
+                       CO: tl.constexpr):
+        # Output row i of each tile: A^T along the columns of row i of (A^T M).
+        y0, y1, y2, y3 = _at(s0, s1, s2, s3, s4, s5)
+        _store_px(out_ptr, y0, t, ty, tx, i, 0, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, y1, t, ty, tx, i, 1, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, y2, t, ty, tx, i, 2, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, y3, t, ty, tx, i, 3, H, W, inv_scale, cb, mask, CO)
+
+
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "rows_total", "H", "W", "inv_scale"])
     def _output_transform(m_ptr, out_ptr, tiles_w, tiles, rows_total, H, W, inv_scale, CO: tl.constexpr,
                           BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-        # m: [16, T x tiles, CO] (fp32 or bf16); out: [T, H, W, CO]. Row r = (frame t, tile).
+        # m: [36, T x tiles, CO] fp32; out: [T, H, W, CO]. Row r = (frame t, tile).
         r = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
         mask = (r < rows_total)[:, None]
-        s00, s10 = _at_col(m_ptr, 0, r, rows_total, cb, mask, CO)  # s_ij: output row i, column j
-        s01, s11 = _at_col(m_ptr, 1, r, rows_total, cb, mask, CO)
-        s02, s12 = _at_col(m_ptr, 2, r, rows_total, cb, mask, CO)
-        s03, s13 = _at_col(m_ptr, 3, r, rows_total, cb, mask, CO)
+        s00, s10, s20, s30 = _at_col(m_ptr, 0, r, rows_total, cb, mask, CO)  # sIJ: output row I, M column J
+        s01, s11, s21, s31 = _at_col(m_ptr, 1, r, rows_total, cb, mask, CO)
+        s02, s12, s22, s32 = _at_col(m_ptr, 2, r, rows_total, cb, mask, CO)
+        s03, s13, s23, s33 = _at_col(m_ptr, 3, r, rows_total, cb, mask, CO)
+        s04, s14, s24, s34 = _at_col(m_ptr, 4, r, rows_total, cb, mask, CO)
+        s05, s15, s25, s35 = _at_col(m_ptr, 5, r, rows_total, cb, mask, CO)
         t, p = r // tiles, r % tiles
         ty, tx = p // tiles_w, p % tiles_w
-        _store_px(out_ptr, s00 + s01 + s02, t, ty, tx, 0, 0, H, W, inv_scale, cb, mask, CO)
-        _store_px(out_ptr, s01 - s02 - s03, t, ty, tx, 0, 1, H, W, inv_scale, cb, mask, CO)
-        _store_px(out_ptr, s10 + s11 + s12, t, ty, tx, 1, 0, H, W, inv_scale, cb, mask, CO)
-        _store_px(out_ptr, s11 - s12 - s13, t, ty, tx, 1, 1, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s00, s01, s02, s03, s04, s05, 0, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s10, s11, s12, s13, s14, s15, 1, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s20, s21, s22, s23, s24, s25, 2, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s30, s31, s32, s33, s34, s35, 3, t, ty, tx, H, W, inv_scale, cb, mask, CO)
 
 def _rows_block(c: int) -> int:
     return max(1, 4096 // c)
@@ -429,26 +461,29 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
 
 # --------------------------------------------------------------------------- Winograd convs
 # A causal 3x3x3 conv (spatial padding 1) over its input buffer [T + 2 frames, H, W, C] as
-# Winograd F(2x2, 3x3): each 4x4 input patch (stride 2) becomes 16 values V = B^T d B, the output
-# tile's 2x2 pixels are A^T M A, and M[e] = Vcat[e] @ U[e] for the 16 transform points e is one
-# batched cuBLAS GEMM whose K runs over (time tap, input channel): 2.25x fewer multiply-adds than
-# the direct conv. The transforms move 4x the activation bytes, so it pays only where channels
-# are wide and images small (profiles/probe_winograd.md: 256 channels at 352x640 ran 1.7x slower
-# than cuDNN). The 512-channel convs would gain with a whole pass per GEMM, but their buffers
-# (11 GB) do not fit beside the decode's peak; split into one-frame GEMMs they gained nothing (e031).
-# The GEMM operands are fp16: with bf16 ones the error against an fp32 conv was 1.75x cuDNN's
-# (4.1e-3 vs 2.4e-3, relative); with fp16 it is 1.7e-3, and U comes from the fp32 weights. U is
-# scaled by a power of two into fp16's normal range; the output transform undoes it exactly.
-WINOGRAD_MIN_CHANNELS = 1024  # input and output channels; narrower convs stay on cuDNN
+# Winograd F(4x4, 3x3): each 6x6 input patch (stride 4) becomes 36 values V = B^T d B, the output
+# tile's 4x4 pixels are A^T M A, and M[e] = Vcat[e] @ U[e] for the 36 transform points e is one
+# batched cuBLAS GEMM whose K runs over (time tap, input channel): 4x fewer multiply-adds than the
+# direct conv. The transforms move 2.25x the activation bytes (x3 for V's time-tap copies), so it
+# pays only where channels are wide (profiles/probe_winograd.md, ms a conv, cuDNN / F(2x2) / F(4x4):
+# 1024 at 88x160 6.09 / 4.55 / 2.72; 512 at 176x320 13.25 / 12.37 / 7.48; 256 at 352x640 12.48 /
+# 22.46 / 12.87, which stays on cuDNN).
+# The GEMM operands are fp16 and U comes from the fp32 weights: bf16 operands would cost 10x the
+# error (scripts/probe_winograd_error.py: F(4x4) fp16 3.4e-3 relative, 1.4x cuDNN's bf16 conv;
+# bf16 2.4e-2). U is scaled by a power of two into fp16's normal range; the output transform
+# undoes it exactly. M stays fp32: the output transform's coefficients (up to 8) amplify its rounding.
+WINOGRAD_MIN_CHANNELS = 512  # input and output channels; narrower convs stay on cuDNN
 WINOGRAD_BYTES = 4 << 30  # the transform buffers of one GEMM; longer passes go a few frames at a time
-_G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
+WINOGRAD_BLOCKS = {"input": (8, 64, 4), "output": (8, 64, 4)}  # tiles, channels, warps a program (probed)
+_G = ((1 / 4, 0.0, 0.0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6),
+      (1 / 24, -1 / 12, 1 / 6), (0.0, 0.0, 1.0))
 
 
 def winograd_weight(w: Tensor, dtype: torch.dtype) -> tuple[Tensor, float]:
-    """w [Co, C, 3 (time), 3, 3] -> (U [16, 3 C, Co] with K index = time tap x C + channel, 1 / scale)."""
+    """w [Co, C, 3 (time), 3, 3] -> (U [36, 3 C, Co] with K index = time tap x C + channel, 1 / scale)."""
     co, c = w.shape[:2]
     g = torch.tensor(_G, dtype=torch.float64, device=w.device)
-    u = torch.einsum("ai,oktij,bj->abtko", g, w.double(), g).reshape(16, 3 * c, co)
+    u = torch.einsum("ai,oktij,bj->abtko", g, w.double(), g).reshape(36, 3 * c, co)
     scale = 2.0 ** -torch.floor(torch.log2(u.abs().max())).item()  # max |U| into [1, 2)
     return (u * scale).to(dtype).contiguous(), 1.0 / scale
 
@@ -457,21 +492,24 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
     """The causal conv of buf [N, C, T + 2, H, W] (channels-last-3d) -> [N, Co, T, H, W]."""
     n, c, tb, h, w = buf.shape
     t, co = tb - HISTORY, u.shape[2]
-    tiles_w, tiles = (w + 1) // 2, ((h + 1) // 2) * ((w + 1) // 2)
+    tiles_w = (w + 3) // 4
+    tiles = (h + 3) // 4 * tiles_w
     out = torch.empty(n, co, t, h, w, device=buf.device, dtype=buf.dtype, memory_format=CL)
-    frame_bytes = 16 * tiles * (3 * c * u.element_size() + co * 4)  # V and fp32 M for one output frame
+    frame_bytes = 36 * tiles * (3 * c * u.element_size() + co * 4)  # V and fp32 M for one output frame
     step = max(1, min(t, WINOGRAD_BYTES // frame_bytes))
+    (in_p, in_c, in_warps), (out_p, out_c, out_warps) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
     for b in range(n):
         for t0 in range(0, t, step):
             f = min(step, t - t0)
             d = buf[b, :, t0:t0 + f + HISTORY].permute(1, 2, 3, 0)  # frames, H, W, C: dense rows
-            v = torch.empty(16, f * tiles, 3 * c, device=buf.device, dtype=u.dtype)
-            _input_transform[(triton.cdiv(tiles, 32), f + HISTORY, c // 64)](
-                d, v, tiles_w, tiles, h, w, f, C=c, BLOCK_P=32, BLOCK_C=64, num_warps=4)
+            v = torch.empty(36, f * tiles, 3 * c, device=buf.device, dtype=u.dtype)
+            _input_transform[(triton.cdiv(tiles, in_p), f + HISTORY, c // in_c)](
+                d, v, tiles_w, tiles, h, w, f, C=c, BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_warps)
             m = torch.bmm(v, u, out_dtype=torch.float32) if v.is_cuda else torch.bmm(v.float(), u.float())
             o = out[b, :, t0:t0 + f].permute(1, 2, 3, 0)
-            _output_transform[(triton.cdiv(f * tiles, 32), co // 64)](
-                m, o, tiles_w, tiles, f * tiles, h, w, inv_scale, CO=co, BLOCK_P=32, BLOCK_C=64, num_warps=4)
+            _output_transform[(triton.cdiv(f * tiles, out_p), co // out_c)](
+                m, o, tiles_w, tiles, f * tiles, h, w, inv_scale, CO=co, BLOCK_P=out_p, BLOCK_C=out_c,
+                num_warps=out_warps)
     return out
 
 # --------------------------------------------------------------------------- weights
