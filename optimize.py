@@ -33,7 +33,8 @@ This version: a re-implementation of the streaming decode for speed, same semant
 - The first chunk's causal convs see only zero history: a 2D conv with the last time tap.
 - The last residual sum before the head is never stored: the head reads only its normed copy.
 - The Triton kernels are not specialized on their integer arguments (row counts, sizes), so the
-  first call compiles each kernel once per channel count and flags, not once per shape.
+  first call compiles each kernel once per channel count and flags, not once per shape; the
+  Winograd transforms (the slowest to compile) once in all, on a thread started at build.
 - The pointwise pieces are hand-written Triton kernels on CUDA; on CPU the same code runs eagerly
   in fp32 with torch ops (so the chunking and cache logic is testable without a GPU).
 - 3 latent frames a pass: as fast as 5 (cuDNN's rate is flat beyond that), with a far shorter
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -236,80 +238,80 @@ if triton is not None:
 
 
     @triton.jit
-    def _load_px(d_ptr, u, y, x, H, W, cb, pmask, C: tl.constexpr):
-        ok = pmask & (y >= 0) & (y < H) & (x >= 0) & (x < W)
-        offs = ((u * H + y) * W + x).to(tl.int64)[:, None] * C + cb[None, :]
+    def _load_px(d_ptr, base, y, x, dy: tl.constexpr, dx: tl.constexpr, H, W, cb, pmask, C):
+        # Pixel (y + dy, x + dx) of each tile's patch; base = its offset of pixel (y, x).
+        ok = pmask & (y + dy >= 0) & (y + dy < H) & (x + dx >= 0) & (x + dx < W)
+        offs = (base + (dy * W + dx) * C)[:, None] + cb[None, :]
         return tl.load(d_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
 
 
     @triton.jit
-    def _load_col(d_ptr, u, ty, tx, j, H, W, cb, pmask, C: tl.constexpr):
-        # Column j of each tile's 6x6 patch (top-left pixel (4 ty - 1, 4 tx - 1)), transformed
-        # along the rows: column j of B^T d.
-        x, y = 4 * tx - 1 + j, 4 * ty - 1
-        return _bt(_load_px(d_ptr, u, y, x, H, W, cb, pmask, C),
-                   _load_px(d_ptr, u, y + 1, x, H, W, cb, pmask, C),
-                   _load_px(d_ptr, u, y + 2, x, H, W, cb, pmask, C),
-                   _load_px(d_ptr, u, y + 3, x, H, W, cb, pmask, C),
-                   _load_px(d_ptr, u, y + 4, x, H, W, cb, pmask, C),
-                   _load_px(d_ptr, u, y + 5, x, H, W, cb, pmask, C))
+    def _load_col(d_ptr, base, y, x, j: tl.constexpr, H, W, cb, pmask, C):
+        # Column j of each tile's 6x6 patch (top-left pixel (y, x) = (4 ty - 1, 4 tx - 1)),
+        # transformed along the rows: column j of B^T d.
+        return _bt(_load_px(d_ptr, base, y, x, 0, j, H, W, cb, pmask, C),
+                   _load_px(d_ptr, base, y, x, 1, j, H, W, cb, pmask, C),
+                   _load_px(d_ptr, base, y, x, 2, j, H, W, cb, pmask, C),
+                   _load_px(d_ptr, base, y, x, 3, j, H, W, cb, pmask, C),
+                   _load_px(d_ptr, base, y, x, 4, j, H, W, cb, pmask, C),
+                   _load_px(d_ptr, base, y, x, 5, j, H, W, cb, pmask, C))
 
 
     @triton.jit
-    def _store_slots(v_ptr, v, e, u, T, tiles, p, cb, pmask, C: tl.constexpr):
+    def _store_slots(v_ptr, v, e, u, T, tiles, p, cb, C):
         # Input frame u feeds output frame u - k through time tap k (k = 0..2): K columns k C + c.
         v = v.to(v_ptr.dtype.element_ty)
         for k in tl.static_range(3):
             t_out = u - k
-            if (t_out >= 0) & (t_out < T):
-                offs = ((e * T + t_out) * tiles + p).to(tl.int64)[:, None] * (3 * C) + (k * C + cb)[None, :]
-                tl.store(v_ptr + offs, v, mask=pmask[:, None])
+            ok = p < tl.where((t_out >= 0) & (t_out < T), tiles, 0)  # a mask, not a branch: compiles faster
+            offs = ((e * T + t_out) * tiles + p).to(tl.int64)[:, None] * (3 * C) + (k * C + cb)[None, :]
+            tl.store(v_ptr + offs, v, mask=ok[:, None])
 
 
     @triton.jit
-    def _store_row(v_ptr, r0, r1, r2, r3, r4, r5, a: tl.constexpr, u, T, tiles, p, cb, pmask, C: tl.constexpr):
+    def _store_row(v_ptr, r0, r1, r2, r3, r4, r5, a: tl.constexpr, u, T, tiles, p, cb, C):
         # Row a of B^T d, transformed along the columns: transform points e = 6 a + b.
         v0, v1, v2, v3, v4, v5 = _bt(r0, r1, r2, r3, r4, r5)
-        _store_slots(v_ptr, v0, 6 * a + 0, u, T, tiles, p, cb, pmask, C)
-        _store_slots(v_ptr, v1, 6 * a + 1, u, T, tiles, p, cb, pmask, C)
-        _store_slots(v_ptr, v2, 6 * a + 2, u, T, tiles, p, cb, pmask, C)
-        _store_slots(v_ptr, v3, 6 * a + 3, u, T, tiles, p, cb, pmask, C)
-        _store_slots(v_ptr, v4, 6 * a + 4, u, T, tiles, p, cb, pmask, C)
-        _store_slots(v_ptr, v5, 6 * a + 5, u, T, tiles, p, cb, pmask, C)
+        _store_slots(v_ptr, v0, 6 * a + 0, u, T, tiles, p, cb, C)
+        _store_slots(v_ptr, v1, 6 * a + 1, u, T, tiles, p, cb, C)
+        _store_slots(v_ptr, v2, 6 * a + 2, u, T, tiles, p, cb, C)
+        _store_slots(v_ptr, v3, 6 * a + 3, u, T, tiles, p, cb, C)
+        _store_slots(v_ptr, v4, 6 * a + 4, u, T, tiles, p, cb, C)
+        _store_slots(v_ptr, v5, 6 * a + 5, u, T, tiles, p, cb, C)
 
 
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "T"])
-    def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, T, C: tl.constexpr,
-                         BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, T, C, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
         # d: [T + 2, H, W, C]; v: [36, T, tiles, 3 C]. A program: BLOCK_P tiles of input frame u.
         u = tl.program_id(1)
         p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
         pmask = p < tiles
-        ty, tx = p // tiles_w, p % tiles_w
+        y, x = 4 * (p // tiles_w) - 1, 4 * (p % tiles_w) - 1
+        base = ((u * H + y) * W + x).to(tl.int64) * C
         # aI, bI, ... fI: row I of B^T d in patch columns 0..5
-        a0, a1, a2, a3, a4, a5 = _load_col(d_ptr, u, ty, tx, 0, H, W, cb, pmask, C)
-        b0, b1, b2, b3, b4, b5 = _load_col(d_ptr, u, ty, tx, 1, H, W, cb, pmask, C)
-        c0, c1, c2, c3, c4, c5 = _load_col(d_ptr, u, ty, tx, 2, H, W, cb, pmask, C)
-        d0, d1, d2, d3, d4, d5 = _load_col(d_ptr, u, ty, tx, 3, H, W, cb, pmask, C)
-        e0, e1, e2, e3, e4, e5 = _load_col(d_ptr, u, ty, tx, 4, H, W, cb, pmask, C)
-        f0, f1, f2, f3, f4, f5 = _load_col(d_ptr, u, ty, tx, 5, H, W, cb, pmask, C)
-        _store_row(v_ptr, a0, b0, c0, d0, e0, f0, 0, u, T, tiles, p, cb, pmask, C)
-        _store_row(v_ptr, a1, b1, c1, d1, e1, f1, 1, u, T, tiles, p, cb, pmask, C)
-        _store_row(v_ptr, a2, b2, c2, d2, e2, f2, 2, u, T, tiles, p, cb, pmask, C)
-        _store_row(v_ptr, a3, b3, c3, d3, e3, f3, 3, u, T, tiles, p, cb, pmask, C)
-        _store_row(v_ptr, a4, b4, c4, d4, e4, f4, 4, u, T, tiles, p, cb, pmask, C)
-        _store_row(v_ptr, a5, b5, c5, d5, e5, f5, 5, u, T, tiles, p, cb, pmask, C)
+        a0, a1, a2, a3, a4, a5 = _load_col(d_ptr, base, y, x, 0, H, W, cb, pmask, C)
+        b0, b1, b2, b3, b4, b5 = _load_col(d_ptr, base, y, x, 1, H, W, cb, pmask, C)
+        c0, c1, c2, c3, c4, c5 = _load_col(d_ptr, base, y, x, 2, H, W, cb, pmask, C)
+        d0, d1, d2, d3, d4, d5 = _load_col(d_ptr, base, y, x, 3, H, W, cb, pmask, C)
+        e0, e1, e2, e3, e4, e5 = _load_col(d_ptr, base, y, x, 4, H, W, cb, pmask, C)
+        f0, f1, f2, f3, f4, f5 = _load_col(d_ptr, base, y, x, 5, H, W, cb, pmask, C)
+        _store_row(v_ptr, a0, b0, c0, d0, e0, f0, 0, u, T, tiles, p, cb, C)
+        _store_row(v_ptr, a1, b1, c1, d1, e1, f1, 1, u, T, tiles, p, cb, C)
+        _store_row(v_ptr, a2, b2, c2, d2, e2, f2, 2, u, T, tiles, p, cb, C)
+        _store_row(v_ptr, a3, b3, c3, d3, e3, f3, 3, u, T, tiles, p, cb, C)
+        _store_row(v_ptr, a4, b4, c4, d4, e4, f4, 4, u, T, tiles, p, cb, C)
+        _store_row(v_ptr, a5, b5, c5, d5, e5, f5, 5, u, T, tiles, p, cb, C)
 
 
     @triton.jit
-    def _load_m(m_ptr, e, r, rows_total, cb, mask, CO: tl.constexpr):
+    def _load_m(m_ptr, e, r, rows_total, cb, mask, CO):
         offs = (e * rows_total + r).to(tl.int64)[:, None] * CO + cb[None, :]
         return tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
 
 
     @triton.jit
-    def _at_col(m_ptr, j, r, rows_total, cb, mask, CO: tl.constexpr):
+    def _at_col(m_ptr, j, r, rows_total, cb, mask, CO):
         # A^T over the rows of column j of M: output rows 0..3 of column j.
         return _at(_load_m(m_ptr, j, r, rows_total, cb, mask, CO),
                    _load_m(m_ptr, 6 + j, r, rows_total, cb, mask, CO),
@@ -320,8 +322,7 @@ if triton is not None:
 
 
     @triton.jit
-    def _store_px(out_ptr, y, t, ty, tx, i: tl.constexpr, j: tl.constexpr, H, W, inv_scale, cb, mask,
-                  CO: tl.constexpr):
+    def _store_px(out_ptr, y, t, ty, tx, i: tl.constexpr, j: tl.constexpr, H, W, inv_scale, cb, mask, CO):
         y_px, x_px = 4 * ty + i, 4 * tx + j  # where H or W is not a multiple of 4, the last tiles stick out
         offs = ((t * H + y_px) * W + x_px).to(tl.int64)[:, None] * CO + cb[None, :]
         ok = mask & ((y_px < H) & (x_px < W))[:, None]
@@ -329,8 +330,7 @@ if triton is not None:
 
 
     @triton.jit
-    def _store_out_row(out_ptr, s0, s1, s2, s3, s4, s5, i: tl.constexpr, t, ty, tx, H, W, inv_scale, cb, mask,
-                       CO: tl.constexpr):
+    def _store_out_row(out_ptr, s0, s1, s2, s3, s4, s5, i: tl.constexpr, t, ty, tx, H, W, inv_scale, cb, mask, CO):
         # Output row i of each tile: A^T along the columns of row i of (A^T M).
         y0, y1, y2, y3 = _at(s0, s1, s2, s3, s4, s5)
         _store_px(out_ptr, y0, t, ty, tx, i, 0, H, W, inv_scale, cb, mask, CO)
@@ -340,7 +340,7 @@ if triton is not None:
 
 
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "rows_total", "H", "W", "inv_scale"])
-    def _output_transform(m_ptr, out_ptr, tiles_w, tiles, rows_total, H, W, inv_scale, CO: tl.constexpr,
+    def _output_transform(m_ptr, out_ptr, tiles_w, tiles, rows_total, H, W, inv_scale, CO,
                           BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
         # m: [36, T x tiles, CO] fp32; out: [T, H, W, CO]. Row r = (frame t, tile).
         r = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
@@ -512,6 +512,25 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
                 num_warps=out_warps)
     return out
 
+def precompile_winograd(dtype: torch.dtype, u: Tensor) -> threading.Thread:
+    """Compile the two transform kernels on a background thread, started at build: the first call's
+    first chunk has no Winograd convs (2D convs with the last time tap) and spends seconds in
+    cuDNN's algorithm search, while the input transform alone takes ~5 s to compile on one core.
+    One compile serves every channel count: C is specialized only on its divisibility by 16."""
+    (in_p, in_c, in_w), (out_p, out_c, out_w) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
+
+    def compile_both() -> None:
+        with torch.cuda.device(u.device):  # the dtypes stand in for tensors; nothing is launched
+            _input_transform.warmup(dtype, u.dtype, 1, 1, 1, 1, 1, 1024,
+                                    BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_w, grid=(1,))
+            _output_transform.warmup(torch.float32, dtype, 1, 1, 1, 1, 1, 1.0, 1024,
+                                     BLOCK_P=out_p, BLOCK_C=out_c, num_warps=out_w, grid=(1,))
+
+    thread = threading.Thread(target=compile_both, name="winograd-compile", daemon=True)
+    thread.start()
+    return thread
+
+
 # --------------------------------------------------------------------------- weights
 def _subpixel_weight(w: Tensor) -> Tensor:
     """3x3 conv after nearest 2x upsampling == per output phase (p, q) a 2x2 conv on the small
@@ -594,6 +613,9 @@ class FastDecoder:
             if not _on_torch(w):
                 self.winograd[name] = winograd_weight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype)
                 del self.w.conv[name]  # only its last tap is used directly (the first chunk)
+        self.compiling = None
+        if self.winograd and not _INTERPRET:
+            self.compiling = precompile_winograd(dtype, next(iter(self.winograd.values()))[0])
         self.dtype = dtype
         self.frames_per_pass = frames_per_pass
         self.mean = vae.latent_mean.float().view(1, -1, 1, 1, 1)
@@ -631,6 +653,9 @@ class FastDecoder:
             assert buf.shape[2] == HISTORY + 1, "the first chunk is one latent frame at every stage"
             return F.conv2d(buf[:, :, HISTORY], self.w.last_tap[name], None, padding=pad_hw).unsqueeze(2)
         if name in self.winograd:
+            if self.compiling is not None:  # the transforms compile once, in the background
+                self.compiling.join()
+                self.compiling = None
             return winograd_conv(buf, *self.winograd[name])
         return F.conv3d(buf, self.w.conv[name], None, padding=(0, pad_hw, pad_hw))
 
