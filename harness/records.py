@@ -156,6 +156,18 @@ def best_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None,
     return min(keepers, key=lambda r: sort_key(r, better))
 
 
+def current_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None) -> dict[str, str] | None:
+    """The keeper whose source the candidate file holds: the latest keep since the baseline in
+    force, else that baseline. It is not best_row after a keep by the warm-up rule, whose metric
+    may be a little worse (within the noise threshold) than the best's."""
+    base = baseline_row(rows, preset, gpu)
+    if base is None:
+        return None
+    since = rows[rows.index(base):]
+    keeps = [r for r in since if r["status"] == "keep" and r["preset"] == preset and r["gpu"] == base["gpu"]]
+    return keeps[-1] if keeps else base
+
+
 def metric_value(row: dict[str, str]) -> float:
     """The row's metric (seconds for a latency, tokens/s for a throughput); legacy rows: median_s."""
     return float(row["metric"] if row.get("metric", "-") not in ("-", "") else row["median_s"])

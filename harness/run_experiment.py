@@ -17,11 +17,12 @@ The keep rule. A candidate is kept only if every call passed the gate and its me
 than the noise threshold and by more than either one's spread; or, where goals.json has a
 "warmup_gain", if its metric is no worse than the best's beyond the noise threshold and its
 warm-up (build + first calls, in a fresh worker whose compiler caches start empty) is shorter than
-the best keeper's by at least that fraction. A keeper's source becomes
-optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
-else leaves optimize.py at the best keeper: after a revert of an edited optimize.py it is put
-back; a --candidate file is never modified. The best keeper's own source measured again (on a
-fresh machine, say) is a `rerun`, with its distance from that keeper.
+the current keeper's (the latest keep, whose source optimize.py holds) by at least that
+fraction. A keeper's source becomes optimize.py (goals.json "candidate") and is committed, then
+profiled in the same worker. Anything else leaves optimize.py at the current keeper: after a
+revert of an edited optimize.py it is put back; a --candidate file is never modified. The best or
+the current keeper's own source measured again (on a fresh machine, say) is a `rerun`, with its
+distance from that keeper.
 
 Every attempt appends exactly one row to results.tsv (baseline, keep, revert, rerun, gate_fail,
 crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
@@ -87,8 +88,9 @@ def decide(value: float, spread: float, best: float | None, best_spread: float, 
 
 def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], best: dict[str, str] | None) -> tuple[float, float, float] | None:
     """decide()'s warm-up argument: this run's warm-up (build + first calls, in a fresh worker with
-    empty compiler caches) against the best keeper's, from its record; None when goals.json asks
-    for no warm-up rule ("warmup_gain") or a figure is missing."""
+    empty compiler caches) against the current keeper's (R.current_row: the code the candidate
+    would replace), from its record; None when goals.json asks for no warm-up rule
+    ("warmup_gain") or a figure is missing."""
     gain = goals.get("warmup_gain")
     if not gain or best is None or facts.get("warmup_s") is None:
         return None
@@ -111,8 +113,13 @@ def metric_of(facts: dict[str, Any], goals: dict[str, Any], preset: str) -> tupl
 
 
 def is_rerun(candidate_sha: str, best: dict[str, str] | None) -> bool:
-    """The candidate is the best keeper's source, measured again."""
+    """The candidate is this keeper's source, measured again."""
     return best is not None and best["status"] == "keep" and candidate_sha.startswith(best["candidate_sha"])
+
+
+def rerun_of(candidate_sha: str, best: dict[str, str] | None, current: dict[str, str] | None) -> dict[str, str] | None:
+    """The keeper the candidate re-runs: the best, or the current one (kept by the warm-up rule)."""
+    return next((k for k in (best, current) if is_rerun(candidate_sha, k)), None)
 
 
 def acquire_lock() -> Any:
@@ -163,6 +170,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
         check_frozen(base, fh)
     better = R.metric_spec(goals).get("better", "lower")
     best = None if first else R.best_row(rows, preset, gpu, better)
+    current = None if first else R.current_row(rows, preset, gpu)
     recs: list[dict[str, Any]] = []
     plan = ([(BASELINE, BASELINE_DESC, True)] if first else []) + [(cand, a.desc, False)]
     for path, desc, is_baseline in plan:
@@ -180,7 +188,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
                 rec["outcome"] = "measured" if facts["passed"] else facts["status"]
                 rec["reason"] = facts["reason"]
                 if facts["passed"]:
-                    judge(rec, goals, preset, best, a.best_median)
+                    judge(rec, goals, preset, best, current, a.best_median)
                     rec["strip_png"] = quality_strip_b64(s, out, desc)
                     if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
                         rec["profile_md"], rec["profile"] = profile_md(s, facts, goals)
@@ -202,24 +210,25 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
             best = {"status": "baseline", "median_s": str(rec["facts"]["median_s"]),
                     "spread_s": str(rec["facts"]["spread_s"]), "metric": str(rec["metric"]),
                     "candidate_sha": rec["candidate_sha"], "warmup_s": rec["facts"].get("warmup_s")}
+            current = best
             a.best_median = None
     return recs
 
 
 def judge(rec: dict[str, Any], goals: dict[str, Any], preset: str, best: dict[str, str] | None,
-          best_override: float | None) -> None:
+          current: dict[str, str] | None, best_override: float | None) -> None:
     """What the measuring machine thinks the row will be (apply decides again from results.tsv)."""
     f = rec["facts"]
     rec["metric"], rec["metric_spread"] = metric_of(f, goals, preset)
     better = R.metric_spec(goals).get("better", "lower")
     if rec["rebaseline"]:
         rec["would_be"] = "baseline"
-    elif is_rerun(rec["candidate_sha"], best):
+    elif rerun_of(rec["candidate_sha"], best, current):
         rec["would_be"] = "rerun"
     else:
         target = best_override if best_override is not None else (R.metric_value(best) if best else None)
         spread = float(best["spread_s"]) if best and best_override is None and better == "lower" else 0.0
-        tie = warmup_tie(goals, f, best) if best_override is None else None
+        tie = warmup_tie(goals, f, current) if best_override is None else None
         rec["would_be"] = decide(rec["metric"], rec["metric_spread"], target, spread, goals["noise_threshold"], better, tie)
 
 
@@ -302,10 +311,11 @@ def _saved_best(preset: str) -> Path:
 
 
 def restore(best: dict[str, str] | None, target: Path, preset: str, repo: Any) -> str:
-    """Put the best keeper's source back into optimize.py; say where it came from."""
+    """Put the current keeper's source (R.current_row; saved at its keep) back into optimize.py;
+    say where it came from."""
     saved = _saved_best(preset)
     if best is not None and best["status"] == "keep" and saved.is_file():
-        source, where = saved.read_text(), f"{best['exp']}, the best keeper"
+        source, where = saved.read_text(), f"{best['exp']}, the current keeper"
     elif repo is not None and best is not None and best["commit"] not in ("-", "nogit"):
         rel = target.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
         source = repo.git.show(f"{best['commit']}:{rel}", strip_newline_in_stdout=False)
@@ -345,25 +355,27 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     better = R.metric_spec(goals).get("better", "lower")
     exp = R.next_exp_id(rows)
     best = None if is_baseline else R.best_row(rows, preset, gpu, better)
+    current = None if is_baseline else R.current_row(rows, preset, gpu)
     status = rec["outcome"]
     rerun_note, reproduced = "", False
     if status == "measured":
         metric, spread = rec["metric"], rec["metric_spread"]
+        of = None if is_baseline else rerun_of(rec["candidate_sha"], best, current)
         if is_baseline:
             status = "baseline"
-        elif is_rerun(rec["candidate_sha"], best):
+        elif of:
             status = "rerun"
-            change = metric / R.metric_value(best) - 1
+            change = metric / R.metric_value(of) - 1
             reproduced = abs(change) <= goals["noise_threshold"]
-            rerun_note = (f"re-run of {best['exp']} ({R.metric_value(best):.4g}): {change:+.2%}, "
+            rerun_note = (f"re-run of {of['exp']} ({R.metric_value(of):.4g}): {change:+.2%}, "
                           f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
         else:
             best_spread = float(best["spread_s"]) if better == "lower" else 0.0
             args = (metric, spread, R.metric_value(best), best_spread, goals["noise_threshold"], better)
-            tie = warmup_tie(goals, f, best)
+            tie = warmup_tie(goals, f, current)
             status = decide(*args, tie)
             if status == "keep" and decide(*args) != "keep":  # kept by the warm-up rule alone: say so
-                rerun_note = (f"kept for its warm-up: {tie[0]:.1f} s against {best['exp']}'s {tie[1]:.1f} s, "
+                rerun_note = (f"kept for its warm-up: {tie[0]:.1f} s against {current['exp']}'s {tie[1]:.1f} s, "
                               f"the metric within the noise threshold")
     base_row = base if not is_baseline else None
     speedup = None
@@ -382,7 +394,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         commit = _head(repo)  # the frozen baseline file, as committed
         _saved_best(preset).unlink(missing_ok=True)
     elif cand == target:
-        note = restore(best, target, preset, repo)
+        note = restore(current, target, preset, repo)
     versions = " ".join(f"{k} {f[k]}" for k in ("torch", "cuda", "cudnn") if f.get(k))
     row = {"exp": exp, "commit": commit, "timestamp": rec["timestamp"], "desc": rec["desc"], "status": status,
            "median_s": f.get("median_s"), "spread_s": f.get("spread_s"), "quality": f.get("quality"),

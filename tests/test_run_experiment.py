@@ -257,3 +257,28 @@ def test_warmup_tie_reads_the_best_keepers_record(tmp_path: Path, monkeypatch: p
     assert run_experiment.warmup_tie(goals, {}, {"exp": "e007"}) is None
     # A baseline measured earlier in the same run has no record yet: its warm-up travels with it.
     assert run_experiment.warmup_tie(goals, {"warmup_s": 15.4}, {"status": "baseline", "warmup_s": 30.0}) == (15.4, 30.0, 0.15)
+
+
+def test_after_a_warm_up_keep_the_current_keeper_is_the_reference(tmp_path: Path) -> None:
+    """Session 8's rows on machines R and S: e047 was kept for its warm-up (15.4 s against e044's
+    28.8 s) with a median 0.2% slower, so e044 stays the best and e047 is the code in optimize.py.
+    Warm-up ties, reruns and restores must follow e047: judged against e044's 28.8 s, a candidate
+    with e044's median and a 24 s warm-up would be kept, bringing back half of the first call e047
+    saved; a rerun of e047's code would not be one."""
+    path = tmp_path / "results.tsv"
+    row = {c: "x" for c in R.COLUMNS} | {"preset": "full", "gpu": "H100", "spread_s": 0.01, "desc": "d"}
+    for exp, status, median, sha in (("e042", "baseline", 9.913, "b"), ("e043", "keep", 2.675, "c1ab"),
+                                     ("e044", "keep", 2.148, "03aa"), ("e045", "revert", 5.631, "6a1d"),
+                                     ("e046", "rerun", 2.143, "03aa"), ("e047", "keep", 2.153, "f00d")):
+        R.append_row(row | {"exp": exp, "status": status, "median_s": median, "metric": median, "candidate_sha": sha}, path)
+    got = R.read_rows(path)
+    best, current = R.best_row(got, "full", "H100"), R.current_row(got, "full", "H100")
+    assert (best["exp"], current["exp"]) == ("e044", "e047")
+    assert run_experiment.rerun_of("f00d" + "0" * 12, best, current)["exp"] == "e047"
+    assert run_experiment.rerun_of("03aa" + "0" * 12, best, current)["exp"] == "e044"
+    assert run_experiment.rerun_of("beef" + "0" * 12, best, current) is None
+    # The warm-up clause compares with the current keeper: 24 s is no gain over e047's 15.4 s.
+    assert decide(2.150, 0.01, 2.148, 0.01, 0.01, warmup=(24.0, 15.4, 0.15)) == "revert"
+    assert decide(2.150, 0.01, 2.148, 0.01, 0.01, warmup=(24.0, 28.8, 0.15)) == "keep"  # what e044's figure would say
+    R.append_row(row | {"exp": "e048", "status": "baseline", "median_s": 9.9, "metric": 9.9, "candidate_sha": "b"}, path)
+    assert R.current_row(R.read_rows(path), "full", "H100")["exp"] == "e048"  # a new baseline starts over
