@@ -13,7 +13,7 @@ and each result's error against an fp32 conv, with fp16 (shipped) and bf16 GEMM 
 --sweep: first, the candidate's WINOGRAD_BLOCKS (tiles, channels, warps of a transform program)
 from a few choices, each transform in turn, by the summed time over the shapes; the best is used.
 --decode: afterwards, whole synthetic-weight decodes of the benchmark shape in this process: the
-candidate (and --against) with Winograd from 512 and from 1024 channels: first call, median of 3,
+candidate (and --against) with Winograd from each --min-channels (512 and 1024): first call, median of 3,
 peak memory, PSNR against an fp32 decode (TF32 on, PyTorch's defaults).
 """
 
@@ -87,7 +87,7 @@ def sweep_blocks(m, dev) -> list[str]:
     return lines
 
 
-def decode_ab(mods: dict, dev) -> list[str]:
+def decode_ab(mods: dict, dev, min_channels: list[int]) -> list[str]:
     """Whole decodes with synthetic weights: first call, median of 3, peak memory, PSNR."""
     sys.path.insert(0, str(ROOT))
     from model import load_vae
@@ -98,7 +98,7 @@ def decode_ab(mods: dict, dev) -> list[str]:
     lines = ["", "| decoder | Winograd from | first call s | median s | peak GB | PSNR dB vs fp32 (TF32) |",
              "|---|---:|---:|---:|---:|---:|"]
     for label, m in mods.items():
-        for min_c in (512, 1024):
+        for min_c in min_channels:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
             dec = m.FastDecoder(vae, torch.bfloat16, m.LATENT_FRAMES_PER_PASS, winograd_min_channels=min_c)
@@ -128,6 +128,8 @@ def main() -> None:
     ap.add_argument("--against")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--decode", action="store_true")
+    ap.add_argument("--min-channels", type=int, nargs="+", default=[512, 1024],
+                    help="--decode: the winograd_min_channels of each decode")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     m = load_module(Path(args.candidate))
@@ -170,7 +172,7 @@ def main() -> None:
         lines.append(row)
         torch.cuda.empty_cache()
     if args.decode:
-        lines += decode_ab({"candidate": m, **({"against": old} if old else {})}, dev)
+        lines += decode_ab({"candidate": m, **({"against": old} if old else {})}, dev, args.min_channels)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
