@@ -103,3 +103,25 @@ print("bf16 kernels psnr", float(10 * torch.log10(4 / ((bf16 - want) ** 2).mean(
     assert got["kernels vs torch path"] < 1e-4 and got["kernels vs frozen model"] < 1e-4, p.stdout
     assert got["winograd kernels vs frozen model"] < 1e-4, p.stdout
     assert got["bf16 kernels psnr"] > 45.0, p.stdout  # the gate's bar; bf16 eager scores ~51 dB
+
+
+@needs_triton
+def test_background_compile_binds_to_the_transform_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Winograd transforms compile on a thread at build (e047: first call 33.8 -> 15.4 s), which
+    only a GPU runs. An argument added to or dropped from a kernel would make that thread fail
+    quietly and the first call compile them itself again, so its calls must bind to the kernels'
+    signatures, every argument named once."""
+    import contextlib
+
+    m = load_optimize()
+    calls = {}
+    for kernel in (m._input_transform, m._output_transform):
+        monkeypatch.setattr(kernel, "warmup", lambda *a, _k=kernel, **kw: calls.setdefault(_k.fn.__name__, (a, kw)))
+    monkeypatch.setattr(torch.cuda, "device", lambda _d: contextlib.nullcontext())
+    m.precompile_winograd(torch.bfloat16, torch.zeros(1, dtype=torch.float16)).join()
+    for kernel in (m._input_transform, m._output_transform):
+        args, kwargs = calls[kernel.fn.__name__]
+        launch = {k: v for k, v in kwargs.items() if k not in ("num_warps", "grid")}
+        named = kernel.arg_names[:len(args)] + list(launch)
+        assert sorted(named) == sorted(kernel.arg_names) and "grid" in kwargs, (kernel.fn.__name__, args, kwargs)
+        assert args[0] in (torch.bfloat16, torch.float16) and args[1] in (torch.bfloat16, torch.float16)
