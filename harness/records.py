@@ -145,27 +145,26 @@ def baseline_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None
     return base[-1] if base else None
 
 
+def keepers(rows: list[dict[str, str]], preset: str, gpu: str | None = None) -> list[dict[str, str]]:
+    """The baseline in force for the preset and the keeps since it, in order; [] without one."""
+    base = baseline_row(rows, preset, gpu)
+    if base is None:
+        return []
+    since = rows[rows.index(base):]
+    return [r for r in since if r["status"] in KEEPERS and r["preset"] == preset and r["gpu"] == base["gpu"]]
+
+
 def best_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None,
              better: str = "lower") -> dict[str, str] | None:
     """The best keeper (baseline or keep) since the baseline in force for the preset."""
-    base = baseline_row(rows, preset, gpu)
-    if base is None:
-        return None
-    since = rows[rows.index(base):]
-    keepers = [r for r in since if r["status"] in KEEPERS and r["preset"] == preset and r["gpu"] == base["gpu"]]
-    return min(keepers, key=lambda r: sort_key(r, better))
+    return min(keepers(rows, preset, gpu), key=lambda r: sort_key(r, better), default=None)
 
 
 def current_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None) -> dict[str, str] | None:
     """The keeper whose source the candidate file holds: the latest keep since the baseline in
     force, else that baseline. It is not best_row after a keep by the warm-up rule, whose metric
     may be a little worse (within the noise threshold) than the best's."""
-    base = baseline_row(rows, preset, gpu)
-    if base is None:
-        return None
-    since = rows[rows.index(base):]
-    keeps = [r for r in since if r["status"] == "keep" and r["preset"] == preset and r["gpu"] == base["gpu"]]
-    return keeps[-1] if keeps else base
+    return next(reversed(keepers(rows, preset, gpu)), None)
 
 
 def metric_value(row: dict[str, str]) -> float:

@@ -75,7 +75,7 @@ def decide(value: float, spread: float, best: float | None, best_spread: float, 
            better: str = "lower", warmup: tuple[float, float, float] | None = None) -> str:
     """'baseline' when nothing is recorded yet; 'keep' for a win beyond noise and spread, or for a
     tie on the metric (no worse beyond noise) with a warm-up shorter by the asked fraction:
-    warmup = (the candidate's warm-up s, the best's, that fraction)."""
+    warmup = (the candidate's warm-up s, the current keeper's, that fraction)."""
     if best is None:
         return "baseline"
     gain = best - value if better == "lower" else value - best
@@ -86,18 +86,18 @@ def decide(value: float, spread: float, best: float | None, best_spread: float, 
     return "revert"
 
 
-def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], best: dict[str, str] | None) -> tuple[float, float, float] | None:
+def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], keeper: dict[str, str] | None) -> tuple[float, float, float] | None:
     """decide()'s warm-up argument: this run's warm-up (build + first calls, in a fresh worker with
     empty compiler caches) against the current keeper's (R.current_row: the code the candidate
     would replace), from its record; None when goals.json asks for no warm-up rule
     ("warmup_gain") or a figure is missing."""
     gain = goals.get("warmup_gain")
-    if not gain or best is None or facts.get("warmup_s") is None:
+    if not gain or keeper is None or facts.get("warmup_s") is None:
         return None
-    theirs = best.get("warmup_s")  # a baseline measured in this same run has no record yet
+    theirs = keeper.get("warmup_s")  # a baseline measured in this same run has no record yet
     if theirs is None:
         try:
-            theirs = json.loads((C.root() / "records" / f"{best['exp']}.json").read_text())["facts"]["warmup_s"]
+            theirs = json.loads((C.root() / "records" / f"{keeper['exp']}.json").read_text())["facts"]["warmup_s"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
     return (float(facts["warmup_s"]), float(theirs), float(gain)) if theirs else None
@@ -310,16 +310,16 @@ def _saved_best(preset: str) -> Path:
     return C.root() / "runs" / f"best_{preset}.py"
 
 
-def restore(best: dict[str, str] | None, target: Path, preset: str, repo: Any) -> str:
+def restore(keeper: dict[str, str] | None, target: Path, preset: str, repo: Any) -> str:
     """Put the current keeper's source (R.current_row; saved at its keep) back into optimize.py;
     say where it came from."""
     saved = _saved_best(preset)
-    if best is not None and best["status"] == "keep" and saved.is_file():
-        source, where = saved.read_text(), f"{best['exp']}, the current keeper"
-    elif repo is not None and best is not None and best["commit"] not in ("-", "nogit"):
+    if keeper is not None and keeper["status"] == "keep" and saved.is_file():
+        source, where = saved.read_text(), f"{keeper['exp']}, the current keeper"
+    elif repo is not None and keeper is not None and keeper["commit"] not in ("-", "nogit"):
         rel = target.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
-        source = repo.git.show(f"{best['commit']}:{rel}", strip_newline_in_stdout=False)
-        where = f"the version committed with {best['exp']} ({best['commit']})"
+        source = repo.git.show(f"{keeper['commit']}:{rel}", strip_newline_in_stdout=False)
+        where = f"the version committed with {keeper['exp']} ({keeper['commit']})"
     else:
         return "optimize.py left as it is (no keeper to restore yet)"
     if target.read_text() == source:
