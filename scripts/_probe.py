@@ -1,10 +1,11 @@
-"""What the development probes in scripts/ share: loading a candidate file as a module, and
-timing a GPU function with CUDA events."""
+"""What the development probes in scripts/ share: loading a candidate file as a module, timing a
+GPU function (CUDA events for a kernel, wall time for a whole decode), and a decode's PSNR."""
 
 from __future__ import annotations
 
 import importlib.util
 import statistics
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -36,3 +37,21 @@ def median_ms(fn: Callable[[], Any], trials: int = 5, reps: int = 1, warmup: int
         b.synchronize()
         times.append(a.elapsed_time(b) / reps)
     return statistics.median(times)
+
+
+def wall_times(fn: Callable[[], Any], runs: int) -> tuple[Any, list[float]]:
+    """(the last output, the wall seconds of each of `runs` calls), the GPU synchronized around each."""
+    times = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        out = fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    return out, times
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    """(PSNR in dB for values in [-1, 1], max |a - b|)."""
+    mse = ((a.double() - b.double()) ** 2).mean().item()
+    return 10 * torch.log10(torch.tensor(4.0 / mse)).item(), (a - b).abs().max().item()

@@ -13,25 +13,10 @@ import time
 from pathlib import Path
 
 import torch
+from _probe import psnr, wall_times
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from model import load_vae  # noqa: E402
-
-
-def timed(fn, runs):
-    times = []
-    for _ in range(runs):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        out = fn()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return out, times
-
-
-def psnr(a, b):
-    mse = ((a.double() - b.double()) ** 2).mean().item()
-    return 10 * torch.log10(torch.tensor(4.0 / mse)).item(), (a - b).abs().max().item()
 
 
 def main():
@@ -49,10 +34,10 @@ def main():
     facts["load_s"] = time.time() - t
     z = torch.randn(*args.shape, generator=torch.Generator().manual_seed(1234)).cuda()
 
-    ref, tt = timed(lambda: vae.decode(z), 1)  # fp32 with PyTorch defaults (cuDNN TF32 on)
+    ref, tt = wall_times(lambda: vae.decode(z), 1)  # fp32 with PyTorch defaults (cuDNN TF32 on)
     facts["fp32_default_s"] = tt[0]
     vae_bf16 = load_vae("synthetic", device="cuda", dtype=torch.bfloat16)
-    bf, tt = timed(lambda: vae_bf16.decode(z.bfloat16()), 2)
+    bf, tt = wall_times(lambda: vae_bf16.decode(z.bfloat16()), 2)
     facts["bf16_eager_s"] = tt
     facts["bf16_eager_psnr_vs_fp32"] = psnr(bf, ref)
     del vae_bf16, bf
@@ -64,10 +49,10 @@ def main():
         torch.cuda.reset_peak_memory_stats()
         t = time.time()
         fn, info = optimize.build_decoder(vae, z)
-        _, warm = timed(lambda: fn(z), 2)
+        _, warm = wall_times(lambda: fn(z), 2)
         facts[f"fast{k}_build_s"] = time.time() - t
         facts[f"fast{k}_warm_s"] = warm
-        out, tt = timed(lambda: fn(z), args.runs)
+        out, tt = wall_times(lambda: fn(z), args.runs)
         facts[f"fast{k}_s"] = tt
         facts[f"fast{k}_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
         facts[f"fast{k}_psnr_vs_fp32"] = psnr(out, ref)

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from _probe import load_module, median_ms
+from _probe import load_module, median_ms, psnr, wall_times
 
 ROOT = Path(__file__).resolve().parent.parent
 CL = torch.channels_last_3d
@@ -102,20 +101,11 @@ def decode_ab(mods: dict, dev, min_channels: list[int]) -> list[str]:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
             dec = m.FastDecoder(vae, torch.bfloat16, m.LATENT_FRAMES_PER_PASS, winograd_min_channels=min_c)
-            t = time.perf_counter()
-            dec(z)
-            torch.cuda.synchronize()
-            first = time.perf_counter() - t
-            times = []
-            for _ in range(3):
-                t = time.perf_counter()
-                out = dec(z)
-                torch.cuda.synchronize()
-                times.append(time.perf_counter() - t)
+            _, (first,) = wall_times(lambda: dec(z), 1)
+            out, times = wall_times(lambda: dec(z), 3)
             peak = torch.cuda.max_memory_allocated() / 1e9
-            mse = ((out.double() - ref.double()) ** 2).mean().item()
             lines.append(f"| {label} | {min_c} | {first:.1f} | {sorted(times)[1]:.3f} | {peak:.1f} | "
-                         f"{10 * torch.log10(torch.tensor(4.0 / mse)).item():.2f} |")
+                         f"{psnr(out, ref)[0]:.2f} |")
             print(lines[-1], flush=True)
             del dec, out
     return lines
