@@ -1,146 +1,129 @@
-"""Landlock for the candidate's worker: what it may read, write and reach, enforced by the kernel.
+"""The worker's boundary: the candidate runs in namespaces of its own, made by bubblewrap.
 
-Landlock (Linux 5.13+) lets an unprivileged process restrict itself and every process it starts
-afterwards; a restriction can never be lifted. The worker calls `restrict()` as its first act,
-before it imports torch or the candidate, while it has a single thread (Landlock binds the calling
-thread and what it creates later).
+    argv = sandbox.wrap(["python", "-m", "harness.worker", "3"], view)   # then Popen(argv, pass_fds=...)
 
-The policy is "everything except": the worker may read and execute the whole filesystem except the
-contents of the `hidden` paths (the benchmark input, the references, the pool of fresh inputs, the harness's own
-/proc entries), write only under `writable` (its scratch folder, device files other than /dev/shm),
-and, where the kernel supports it (ABI 4 and 6), open no TCP connection, send no signal and reach
-no abstract unix socket outside its own domain. Landlock also forbids ptrace of processes outside
-the domain, so /proc/<harness>/mem and friends are closed whatever `hidden` says.
+bubblewrap (`bwrap`, a Debian/Ubuntu/Fedora package, the tool Flatpak and Claude Code's own
+sandbox use) starts the worker in new user, PID, network, IPC, UTS and mount namespaces, with
+every capability dropped, no new user namespaces inside, a session of its own and a death tied to
+the harness's. What follows for the candidate:
 
-Landlock is allow-list based, so "read everything except H" is built by walking down from / : a
-directory that holds nothing hidden is granted whole; one that does is granted listing only and
-descended into, and each entry but the hidden one is granted on its own. Files created later inside a descended directory
-are not covered, so they stay unreadable: a safe default.
+- PID: it sees only its own processes. The harness has no PID there (getppid() is 0), so no
+  signal, ptrace, scheduler, priority, affinity or rlimit call can reach it; when the worker's
+  first process dies the kernel kills every process in the namespace, however many it forked.
+- Network: a loopback of its own and nothing else; no TCP, UDP or abstract socket reaches the host.
+- Mount: the filesystem read-only; the project folders (the repository and the target's folder)
+  replaced by empty ones into which only what the worker needs is put back, read-only: the
+  harness package, the target's adapter package, the goals file, the target's assets minus the
+  hidden ones (inputs, references, pool) and the candidate's own folder. So records/, runs/,
+  results.tsv, .git, profiles and the locks are not there at all. /tmp is a fresh tmpfs of
+  limited size, its only writable place, gone when it exits: nothing survives into the next
+  experiment.
+- User: uid 0 inside maps to the harness's uid outside, with no capability over anything outside.
 
-We use the syscalls through ctypes (three calls and two structs) rather than a package: the
-maintained Python bindings we found are thin wrappers of the same calls, and the worker must
-apply this before importing anything large.
+Landlock (harness/landlock.py), applied by the worker itself before any candidate code runs, is
+the second wall inside this one. Another mechanism (nsjail, a container runtime) can replace this
+module: what the session needs is `available()`, `wrap()` and `describe()`.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
-import struct
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
-_SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # the same on every Linux architecture
-_PR_SET_NO_NEW_PRIVS = 38
-_CREATE_RULESET_VERSION = 1
-_RULE_PATH_BENEATH = 1
-
-# Filesystem access rights (linux/landlock.h) and the ABI that introduced them.
-EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
-MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
-REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
-_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
-_NET_TCP = 0b11          # bind and connect (ABI 4)
-_SCOPE = 0b11            # abstract unix sockets and signals outside the domain (ABI 6)
-
-READ = EXECUTE | READ_FILE | READ_DIR
-WRITE = (WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO
-         | MAKE_SYM | REFER | TRUNCATE | IOCTL_DEV)
-_FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # rights a rule on a file may hold
+SCRATCH = "/tmp"            # the worker's only writable folder, a tmpfs inside the sandbox
+SCRATCH_BYTES = 8 << 30     # its size limit: compiler caches and temporaries, not a disk
+NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+              "--unshare-cgroup-try")
+DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia-caps",
+           "/dev/dri")
 
 
 class Unavailable(Exception):
-    """This kernel (or OS) cannot sandbox the worker."""
+    """The namespaces cannot be made here: no bwrap, or the kernel refuses user namespaces."""
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+@dataclass
+class View:
+    """What the worker's filesystem shows. `masked` folders (the project's) start empty and read-only;
+    of what was in them (or in the scratch tmpfs), only the `visible` paths come back, read-only,
+    each at the path it was given (its real path is what is bound, so a symlinked harness works);
+    `hidden` paths (real paths) stay out, also inside a visible folder or anywhere else on the host.
+    Everything else is the host's, read-only."""
+
+    masked: list[Path]
+    visible: list[Path]
+    hidden: list[Path] = field(default_factory=list)
+    chdir: Path | None = None
 
 
-def abi_version() -> int:
-    """The kernel's Landlock ABI (0 when there is none: not Linux, too old, or disabled)."""
-    if platform.system() != "Linux":
-        return 0
-    v = _libc().syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
-    return max(int(v), 0)
+def bwrap() -> str | None:
+    return shutil.which("bwrap")
 
 
-def describe(abi: int) -> str:
-    """What a row records about the sandbox the worker ran in."""
-    if abi <= 0:
-        return "none"
-    missing = [what for what, need in (("tcp", 4), ("signals", 6)) if abi < need]
-    return f"landlock-abi{abi}" + (f" (no {'/'.join(missing)} scoping)" if missing else "")
+def available() -> str | None:
+    """None when the sandbox can be made here, else why not (one line)."""
+    exe = bwrap()
+    if exe is None:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    import subprocess
+
+    probe = subprocess.run([exe, *NAMESPACES, "--die-with-parent", "--ro-bind", "/", "/", "--", "true"],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        why = (probe.stderr.strip().splitlines() or ["exit code %d" % probe.returncode])[-1]
+        return f"bubblewrap cannot make the worker's namespaces here ({why[:200]})"
+    return None
 
 
-def _holds(top: str, hidden: set[str]) -> bool:
-    return any(h == top or h.startswith(top.rstrip("/") + "/") for h in hidden)
+def describe(landlock_abi: int) -> str:
+    """What a row records about the sandbox its worker ran in."""
+    inner = f"landlock-abi{landlock_abi}" if landlock_abi > 0 else "no landlock"
+    return f"bwrap (user, pid, net, ipc, mount namespaces) + {inner}"
 
 
-def _grants(hidden: set[str], top: str = "/") -> list[tuple[str, bool, int]]:
-    """(path, is_dir, access) rules that cover everything under `top` except `hidden` (real paths)."""
-    if top in hidden:
+def _under(path: Path, top: Path) -> bool:
+    return path == top or top in path.parents
+
+
+def _put_back(dest: Path, hidden: set[Path]) -> list[str]:
+    """bwrap arguments that bind `dest` (its real path) read-only, minus anything hidden inside it:
+    a folder that holds a hidden path is made afresh and its other entries put back one by one."""
+    real = Path(os.path.realpath(dest))
+    if not real.exists() or any(_under(real, h) for h in hidden):
         return []
-    if not _holds(top, hidden):
-        return [(top, os.path.isdir(top), READ)]
-    try:
-        names = os.listdir(top)
-    except OSError:
-        return []
-    # A folder on the way to a hidden path may still be listed (Python's importer lists every
-    # sys.path folder); names are not contents, and READ_FILE stays per entry.
-    out = [(top, True, READ_DIR)]
-    for name in names:
-        path = os.path.join(top, name)
-        if os.path.islink(path) and _holds(os.path.realpath(path), hidden):
-            continue  # a shortcut to (a folder holding) something hidden: its real path is walked anyway
-        out += _grants(hidden, path)
-    return out
+    if not any(_under(h, real) for h in hidden):
+        return ["--ro-bind", str(real), str(dest)]
+    args = ["--dir", str(dest)]
+    for entry in sorted(real.iterdir()):
+        args += _put_back(dest / entry.name, hidden)
+    return args
 
 
-def restrict(hidden: list[str | Path], writable: list[str | Path]) -> int:
-    """Sandbox this thread and everything it starts from now on. Returns the ABI used.
-
-    hidden: paths the worker may not read (files or folders); writable: folders it may write in.
-    Raises Unavailable when Landlock is missing; any other failure raises OSError.
-    """
-    abi = abi_version()
-    if abi <= 0:
-        raise Unavailable("Landlock is not available on this kernel (Linux 5.13+ with landlock in the LSM list)")
-    libc = _libc()
-    fs = _FS_BY_ABI.get(abi, _FS_BY_ABI[5])
-    net = _NET_TCP if abi >= 4 else 0
-    scope = _SCOPE if abi >= 6 else 0
-    attr = struct.pack("=QQQ", fs, net, scope)[: 8 if abi < 4 else 16 if abi < 6 else 24]
-    ruleset = libc.syscall(_SYS_CREATE, attr, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
-    if ruleset < 0:
-        raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
-    try:
-        real_hidden = {os.path.realpath(p) for p in hidden}
-        rules = _grants(real_hidden)
-        for w in writable:
-            rules.append((str(w), os.path.isdir(w), READ | WRITE))
-        for path, is_dir, access in rules:
-            _add_rule(libc, ruleset, path, (access if is_dir else access & _FILE_ONLY) & fs)
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-        if libc.syscall(_SYS_RESTRICT, ruleset, ctypes.c_uint32(0)) != 0:
-            raise OSError(ctypes.get_errno(), f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
-    finally:
-        os.close(ruleset)
-    return abi
-
-
-def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> None:
-    try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
-        return  # vanished (a process that exited, a temp file): nothing to grant
-    try:
-        rule = struct.pack("=Qi", access, fd)  # struct landlock_path_beneath_attr is packed
-        if libc.syscall(_SYS_ADD_RULE, ruleset, ctypes.c_int(_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0)) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"landlock_add_rule {path}: {os.strerror(err)}")
-    finally:
-        os.close(fd)
+def wrap(argv: list[str], view: View) -> list[str]:
+    """The command line that runs `argv` in the sandbox (file descriptors pass through as they are)."""
+    exe = bwrap()
+    if exe is None:
+        raise Unavailable("bubblewrap is not installed (apt-get install bubblewrap)")
+    hidden = {Path(os.path.realpath(h)) for h in view.hidden}
+    args = [exe, *NAMESPACES, "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    for dev in DEVICES + tuple(str(p) for p in sorted(Path("/dev").glob("nvidia[0-9]*"))):
+        args += ["--dev-bind-try", dev, dev]
+    args += ["--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH]
+    masked = sorted({Path(os.path.abspath(m)) for m in view.masked}, key=lambda p: len(p.parts))
+    for top in masked:
+        args += ["--tmpfs", str(top)]
+    empty = [*masked, Path(SCRATCH)]
+    for dest in sorted({Path(os.path.abspath(v)) for v in view.visible}, key=lambda p: len(p.parts)):
+        if any(_under(dest, top) for top in empty) and dest not in empty:
+            args += _put_back(dest, hidden)
+    for h in sorted(hidden):  # a hidden path elsewhere on the host: covered by an empty one
+        if h.exists() and not any(_under(h, top) for top in empty):
+            args += ["--tmpfs", str(h)] if h.is_dir() else ["--ro-bind", "/dev/null", str(h)]
+    for top in masked:
+        args += ["--remount-ro", str(top)]
+    if view.chdir is not None:
+        args += ["--chdir", str(view.chdir)]
+    return [*args, "--", *argv]

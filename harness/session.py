@@ -12,52 +12,53 @@ of fresh inputs with their references; it never imports the candidate. (A target
 depends on the output itself, such as an LLM's greedy token path, has an adapter with
 `reference_for_output` and a pool of inputs only: this process then loads the frozen model too,
 its own copy, and computes each call's reference from the input and the output it holds.) The
-candidate runs in a worker process (harness/worker.py) that sandboxes itself before loading it
-(harness/sandbox.py): it cannot read those files, write the repository, reach the network or
-signal this process, and everything it starts is killed when the session ends. The two share
-only an input buffer and an output buffer (harness/shared.py).
+candidate runs in a worker process (harness/worker.py) in namespaces of its own
+(harness/sandbox.py: bubblewrap), with Landlock inside as a second wall (harness/landlock.py): it
+cannot see this process or act on it, read those files or the records, write anything that
+outlives it, or reach a network, and everything it starts dies with it. The two share only an
+input buffer and an output buffer (harness/shared.py), passed as file descriptors.
 
-Every call is the same call: the harness writes an input into the shared buffer (the benchmark
-input, or a pool input the worker has never seen, in an order drawn from os.urandom; warm-up
-calls too), poisons the output buffer, starts its clock, says "call", waits for "done", copies the
-output buffer into private memory and only then stops the clock. Then it checks that output
-against its reference with the target's own gate (adapter.compare) and that the input was left
-alone (a reference that follows the output is computed first, in strict fp32, off the clock). So
-a worker that says "done" before the output is written hands over poison; work left running
-after "done" is charged to the next call, which cannot start before it; and no call can be
-skipped, cached or special-cased without failing the gate.
+Every call is the same call: the harness poisons the output buffer, starts its clock, and only
+then writes the input into the shared buffer (the benchmark input, or a pool input the worker
+has never seen, in an order drawn from os.urandom; warm-up calls too), says "call", waits for
+"done", copies the output buffer into private memory and stops the clock. The input copy is inside
+the timed interval (calibrated before any candidate code runs, as `boundary_s`), so a worker that
+watches its buffers cannot start before the clock. Then the harness checks that output against
+its reference with the target's own gate (adapter.compare) and that the input was left alone (a
+reference that follows the output is computed first, in strict fp32, off the clock). So a worker
+that says "done" before the output is written hands over poison; work left running after "done"
+is charged to the next call, which cannot start before it; and no call can be skipped, cached or
+special-cased without failing the gate. The quality a run reports is the worst over all its calls.
+Every reply of the worker is checked (harness/replies.py) before it is used; a malformed one is a
+crash.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import random
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from harness import _common as C
-from harness import sandbox
+from harness import landlock, replies, sandbox
 from harness.channel import Channel, ChannelClosed
 from harness.make_reference import strict_fp32
+from harness.process import Tail, become_subreaper, kill_tree
 from harness.shared import SharedBuffer
 
 HARNESS = Path(__file__).resolve().parent
 CALIBRATIONS = 3          # null round trips that time the boundary before any candidate code runs
 DEFAULT_TIMEOUTS = {"start_s": 600.0, "build_s": 1800.0, "call_s": 600.0}
-_PR_SET_CHILD_SUBREAPER = 36
 _rng = random.SystemRandom()
 
 
@@ -65,7 +66,7 @@ class Failed(Exception):
     """The candidate failed: `status` is gate_fail, crash or timeout; the message is one line."""
 
     def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
+        super().__init__(replies.one_line(reason, 500))
         self.status = status
 
 
@@ -76,81 +77,32 @@ def _stats(times: list[float]) -> dict[str, float]:
             "spread_s": max(times) - min(times)}  # run_experiment demands a win larger than this
 
 
-def _worse(q: float | None, than: float | None, gate: dict[str, Any]) -> bool:
-    """Is quality figure q worse than `than` (None: nothing yet)? The gate says which way is better."""
+def _worse(q: float | None, than: float | None, better: str) -> bool:
+    """Is figure q worse than `than` (None: nothing yet)? `better` says which way is better."""
     if q is None or than is None:
-        return than is None
-    return q > than if gate.get("quality_better", "higher") == "lower" else q < than
+        return than is None and q is not None
+    return q > than if better == "lower" else q < than
 
 
 def _poison(t: torch.Tensor) -> None:
     t.fill_(float("nan") if t.is_floating_point() else -1)
 
 
-class _Tail:
-    """Keeps the last lines a process prints (a flood cannot fill the harness's memory)."""
-
-    def __init__(self, stream) -> None:
-        self.lines: deque[str] = deque(maxlen=200)
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream) -> None:
-        for raw in iter(lambda: stream.readline(4096), b""):
-            self.lines.append(raw.decode(errors="replace").rstrip())
-
-    def last(self) -> str:
-        self._thread.join(timeout=1)
-        useful = [ln for ln in self.lines if ln.strip()]
-        return useful[-1][:300] if useful else ""
-
-
-def _ancestors() -> list[int]:
-    """This process and its ancestors: the worker may not read their /proc entries (command lines
-    would say which tool started it)."""
-    pids, pid = [], os.getpid()
-    while pid > 1:
-        pids.append(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return pids
-
-
-def _children() -> list[int]:
-    me, out = str(os.getpid()), []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1] == me:
-                    out.append(int(d.name))
-            except (OSError, IndexError):
-                pass
-    return out
-
-
-def become_subreaper() -> None:
-    """Orphans of the worker (a daemon that double-forked) are re-parented to this process, not to
-    init, so the session can find and kill them."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
 class WorkerProcess:
     """A started worker: request/reply with timeouts, and a teardown that leaves nothing running."""
 
-    def __init__(self, cfg: dict[str, Any], pass_fds: list[int], env: dict[str, str], timeouts: dict[str, float]) -> None:
+    def __init__(self, cfg: dict[str, Any], pass_fds: list[int], env: dict[str, str], view: sandbox.View | None,
+                 timeouts: dict[str, float]) -> None:
         become_subreaper()
         self.timeouts = timeouts
         parent, child = socket.socketpair()
+        argv = [sys.executable, "-m", "harness.worker", str(child.fileno())]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.worker", str(child.fileno())], cwd=HARNESS.parent, env=env,
+            sandbox.wrap(argv, view) if view else argv, cwd=HARNESS.parent, env=env,
             pass_fds=[child.fileno(), *pass_fds], start_new_session=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         child.close()
-        self.tail = _Tail(self.proc.stdout)
+        self.tail = Tail(self.proc.stdout)
         self.chan = Channel(parent)
         self.chan.send(cfg)
 
@@ -166,8 +118,9 @@ class WorkerProcess:
         except ChannelClosed as e:
             raise Failed("crash", self.death(str(e))) from None
         if msg.get("op") == "error":
-            reason = str(msg.get("reason", "worker error"))[:500]
-            raise Failed("crash", reason)
+            raise Failed("crash", str(msg.get("reason", "worker error")))
+        if msg.get("op") != ("ready" if op == "start" else "done"):
+            raise Failed("crash", f"the worker answered '{op}' with {replies.one_line(repr(msg.get('op')), 40)}")
         return msg
 
     def death(self, why: str) -> str:
@@ -176,7 +129,7 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             return f"worker stopped talking ({why})"
         how = f"killed by signal {-code}" + (" (out of memory?)" if code == -9 else "") if code < 0 else f"exited with code {code}"
-        last = self.tail.last()
+        last = " | ".join(self.tail.last(3))
         return f"worker {how}" + (f": {last}" if last else "")
 
     def close(self) -> None:
@@ -189,27 +142,6 @@ class WorkerProcess:
         self.chan.sock.close()
 
 
-def kill_tree(proc: subprocess.Popen) -> None:
-    """Kill the worker, its process group, and every orphan it left (re-parented to us)."""
-    for _ in range(20):
-        victims = [proc.pid] if proc.poll() is None else []
-        victims += [p for p in _children() if p != proc.pid]
-        if not victims:
-            return
-        for pid in victims:
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        for pid in victims:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-        proc.poll()
-
-
 class Session:
     """Assets, buffers and one worker for one candidate (see the module docstring)."""
 
@@ -220,7 +152,7 @@ class Session:
         self.device = device or C.default_device()
         self.preset = C.pick_preset(self.goals, preset, self.device)
         cfg = self.goals["presets"][self.preset]
-        self.candidate = Path(candidate) if candidate else C.root() / self.goals["candidate"]
+        self.candidate = Path(os.path.abspath(candidate)) if candidate else C.root() / self.goals["candidate"]
         if not self.candidate.is_file():
             raise C.SetupError(f"candidate file not found: {self.candidate}")
         self.source = self.candidate.read_bytes()
@@ -230,14 +162,16 @@ class Session:
             self.timeouts.update(build_s=timeout, call_s=timeout)
         self.warmup = max(1, int(cfg.get("warmup_runs", 1)))
         self.runs = max(C.MIN_RUNS, int(runs or cfg.get("timed_runs", C.MIN_RUNS)))
-        self.abi = 0 if unsandboxed else sandbox.abi_version()
-        if not unsandboxed and self.abi <= 0:
-            raise C.SetupError("no sandbox on this machine (Landlock needs Linux 5.13+ with landlock enabled); "
-                               "pass --unsandboxed to run the candidate without one (its row will say so)")
+        if not unsandboxed:
+            why = sandbox.available()
+            if why:
+                raise C.SetupError(f"no sandbox for the candidate: {why}; pass --unsandboxed to run it without "
+                                   "one (a person's choice: its row will say so)")
+        self.landlock_abi = 0 if unsandboxed else landlock.abi_version()
         self.worker: WorkerProcess | None = None
         self.frozen_model: torch.nn.Module | None = None  # this process's own, where the reference follows the output
         self.buffers: list[SharedBuffer] = []
-        self.scratch: Path | None = None
+        self.scratch: Path | None = None  # unsandboxed only: the sandbox brings a tmpfs of its own
         self.calls_made = 0
         self.used: set[int] = set()
 
@@ -258,40 +192,63 @@ class Session:
         self.out = SharedBuffer(list(ref.shape), ref.dtype, self.device)
         self.buffers = [self.inp, self.out]
         self.private_out = torch.empty_like(self.out.tensor)
-        self.scratch = Path(tempfile.mkdtemp(prefix="auto-optim-worker-"))
+        scratch = sandbox.SCRATCH
+        if self.unsandboxed:
+            self.scratch = Path(tempfile.mkdtemp(prefix="auto-optim-worker-"))
+            scratch = str(self.scratch)
         worker_cfg = {
             "goals_path": str(C.goals_path()), "device": self.device, "candidate": str(self.candidate),
             "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(),
-            "sandbox": None if self.unsandboxed else {"hidden": self._hidden(), "writable": self._writable()},
+            "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": self._writable(scratch)}
+            if self.landlock_abi > 0 else None,
         }
-        self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers if b.fd >= 0],
-                                    self._env(), self.timeouts)
+        self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], self._env(scratch),
+                                    None if self.unsandboxed else self._view(), self.timeouts)
         # While the worker starts, load what only this process may see.
         self.pool = C.load_pool(self.goals, self.adapter, self.preset, self.device)
         if C.reference_follows_output(self.adapter):
             self.frozen_model = self.adapter.load_model(self.device)
         self.bench_x, self.bench_ref = x.to(self.device), ref.to(self.device)
         try:
-            ready = self.worker.reply("start", self.timeouts["start_s"])
-        except Failed as e:
+            abi, self.load_s = replies.ready(self.worker.reply("start", self.timeouts["start_s"]))
+        except (Failed, replies.Malformed) as e:
             raise C.SetupError(f"the worker could not start: {e}") from None
-        self.load_s = float(ready.get("load_s", 0.0))
-        if not self.unsandboxed and int(ready.get("sandbox_abi", 0)) <= 0:
-            raise C.SetupError("the worker did not confirm its sandbox")
+        if abi < self.landlock_abi:
+            raise C.SetupError("the worker did not confirm its Landlock rules")
 
-    def _hidden(self) -> list[str]:
-        procs = [f"/proc/{pid}" for pid in _ancestors()]
-        return [str(p) for p in C.secret_paths(self.goals)] + procs
+    def _hidden(self) -> list[Path]:
+        """What the worker may never read: the inputs, references and pool, and the key that signs
+        records (harness/signing.py, where there is one)."""
+        hidden = C.secret_paths(self.goals)
+        try:
+            from harness import signing
+            hidden.append(signing.key_dir())
+        except ImportError:
+            pass
+        return hidden
 
-    def _writable(self) -> list[str]:
+    def _view(self) -> sandbox.View:
+        """The project as the worker sees it: only what it needs to load the model and the candidate."""
+        adapter_top = sys.modules[self.adapter.__name__.split(".")[0]]
+        package = Path(adapter_top.__file__).parent if adapter_top.__file__ else None
+        python = {Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path) if p and os.path.isdir(p)}
+        visible = [HARNESS, C.goals_path(), C.assets_dir(), self.candidate.parent, *python]
+        if package is not None:
+            visible.append(package)
+        projects = [HARNESS.parent, C.root()]
+        return sandbox.View(masked=projects, visible=[v for v in visible if Path(v).resolve() not in
+                                                      {p.resolve() for p in projects}],
+                            hidden=self._hidden(), chdir=HARNESS.parent)
+
+    def _writable(self, scratch: str) -> list[str]:
         dev = [str(p) for p in Path("/dev").glob("nvidia*")] + ["/dev/null", "/dev/zero", "/dev/full"]
-        return [str(self.scratch)] + [d for d in dev if os.path.exists(d)]
+        return [scratch] + [d for d in dev if os.path.exists(d)]
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, scratch: str) -> dict[str, str]:
         """The parent's environment (CUDA and library settings) with every cache in the scratch
-        folder, deleted with the session: nothing the worker writes survives it."""
+        folder, gone with the worker: nothing it writes survives it."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AUTO_OPTIM_")}
-        s = self.scratch
+        s = Path(scratch)
         env.update(TMPDIR=str(s), TRITON_CACHE_DIR=str(s / "triton"), TORCHINDUCTOR_CACHE_DIR=str(s / "inductor"),
                    XDG_CACHE_HOME=str(s / "cache"), CUDA_CACHE_PATH=str(s / "nv"), MPLCONFIGDIR=str(s / "mpl"),
                    PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
@@ -328,12 +285,15 @@ class Session:
         _rng.shuffle(plan)
         return plan
 
-    def _round_trip(self, op: str) -> tuple[float, dict[str, Any]]:
-        """Poison the output buffer, ask for `op`, copy the output here: the seconds from asking to
-        holding it (the clock every call and the boundary's calibration are timed by), and the reply."""
+    def _round_trip(self, op: str, x: torch.Tensor) -> tuple[float, dict[str, Any]]:
+        """Poison the output buffer; start the clock; only then hand over input x and ask for `op`;
+        copy the output here: the seconds from the clock's start to holding the output (every call,
+        and the boundary's calibration, is timed this way), and the reply."""
         _poison(self.out.tensor)
         C.sync(self.device)
         t0 = time.perf_counter()
+        self.inp.tensor.copy_(x)
+        C.sync(self.device)
         reply = self.worker.request(op, self.timeouts["call_s"])
         self.private_out.copy_(self.out.tensor)
         C.sync(self.device)
@@ -343,12 +303,12 @@ class Session:
         """Hand over one input, time until the complete output is held here, check it."""
         kind, i = which
         x, ref = (self.bench_x, self.bench_ref) if kind == "benchmark" else (self.pool[i]["input"], self.pool[i]["output"])
-        self.inp.tensor.copy_(x)
-        seconds, reply = self._round_trip(op)
+        seconds, reply = self._round_trip(op, x)
         self.calls_made += 1
         name = "benchmark input" if kind == "benchmark" else f"fresh input {self.calls_made}"
-        if reply.get("error"):
-            raise Failed("gate_fail", f"{name}: {reply['error']}")
+        error = self._checked(op, replies.call_error, reply)
+        if error:
+            raise Failed("gate_fail", f"{name}: {error}")
         if not torch.equal(self.inp.tensor, x):
             raise Failed("gate_fail", f"the candidate modified its input ({name})")
         if self.frozen_model is not None:
@@ -358,15 +318,25 @@ class Session:
         res = self.adapter.compare(self.private_out, ref, self.goals["gate"])
         if not res["passed"]:
             raise Failed("gate_fail", f"{name}: {res['reason']}")
-        key = "benchmark" if kind == "benchmark" else "fresh"
-        facts["checked"].append({"input": name, "seconds": seconds, "quality": res.get("quality"), "max_abs": res.get("max_abs")})
-        if key == "benchmark":
-            facts.update(quality=res.get("quality"), max_abs=res.get("max_abs"))
-            if facts.get("want_frame"):
-                facts["_bench_out"] = self.private_out.detach().to("cpu", copy=True)
-        elif _worse(res.get("quality"), facts.get("fresh_quality"), self.goals["gate"]):
-            facts.update(fresh_quality=res.get("quality"), fresh_max_abs=res.get("max_abs"))
+        q, m = res.get("quality"), res.get("max_abs")
+        facts["checked"].append({"input": name, "seconds": seconds, "quality": q, "max_abs": m})
+        better = self.goals["gate"].get("quality_better", "higher")
+        prefix = "benchmark_" if kind == "benchmark" else "fresh_"
+        for key in ("", prefix):  # the worst over every call, and over its kind of input
+            if _worse(q, facts.get(key + "quality"), better):
+                facts[key + "quality"] = q
+            if _worse(m, facts.get(key + "max_abs"), "lower"):
+                facts[key + "max_abs"] = m
+        if kind == "benchmark" and facts.get("want_frame"):
+            facts["_bench_out"] = self.private_out.detach().to("cpu", copy=True)
         return seconds, reply
+
+    def _checked(self, op: str, read, reply: dict[str, Any]):
+        """read(reply), a malformed reply being the candidate's crash."""
+        try:
+            return read(reply)
+        except replies.Malformed as e:
+            raise Failed("crash", f"malformed reply to '{op}': {e}") from None
 
     def _reference_for_output(self, x: torch.Tensor) -> torch.Tensor:
         """The frozen model's reference for the output just received (private_out), in strict fp32."""
@@ -385,19 +355,21 @@ class Session:
             "candidate": str(self.candidate), "candidate_sha": C.sha256_bytes(self.source),
             "weights_kind": self.adapter.weights_kind(), "sandbox": self.sandbox_label(),
             "input": f"asset {C.input_path(self.preset).name}", "runs": self.runs, "warmup_runs": self.warmup,
-            "quality": None, "max_abs": None, "fresh_quality": None, "fresh_max_abs": None,
+            "quality": None, "max_abs": None, "benchmark_quality": None, "benchmark_max_abs": None,
+            "fresh_quality": None, "fresh_max_abs": None,
             "quality_name": self.goals["gate"].get("quality_name", "quality"), "checked": [],
             "want_frame": want_frame, "worker_load_s": self.load_s,
         }
         try:
-            facts["boundary_s"] = statistics.median(self._round_trip("calibrate")[0] for _ in range(CALIBRATIONS))
+            facts["boundary_s"] = statistics.median(self._round_trip("calibrate", self.bench_x)[0]
+                                                    for _ in range(CALIBRATIONS))
             example = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), self.device)
             self.inp.tensor.copy_(example.to(self.bench_x.dtype))
             C.sync(self.device)
             t0 = time.perf_counter()
             built = self.worker.request("build", self.timeouts["build_s"])
             facts["build_s"] = time.perf_counter() - t0
-            facts["info"] = built.get("info")
+            facts["info"] = self._checked("build", lambda r: replies.info(r.get("info")), built)
             if calls is not None:
                 self.warmup, self.runs = 1, max(calls - 1, 1)
                 facts.update(runs=self.runs, warmup_runs=1)
@@ -408,7 +380,8 @@ class Session:
             facts["times_s"] = times[self.warmup:]
             facts.update(_stats(facts["times_s"]))
             facts["boundary_pct"] = 100 * facts["boundary_s"] / facts["median_s"]
-            facts["peak_mem_gb"] = self.worker.request("memory", self.timeouts["call_s"]).get("peak_mem_gb")
+            memory = self.worker.request("memory", self.timeouts["call_s"])
+            facts["peak_mem_gb"] = self._checked("memory", replies.peak_memory_gb, memory)
             facts["passed"] = True
         except Failed as e:
             facts.update(status=e.status, reason=str(e))
@@ -416,27 +389,29 @@ class Session:
         return facts
 
     def sandbox_label(self) -> str:
-        return "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.abi)
+        return "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.landlock_abi)
 
     def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
         """One profiled call, then the FLOP count (count_flops), each on a fresh input and checked
-        like the others. What the worker reports about itself is informational, never the metric."""
+        like the others. What the worker reports about itself is the candidate's claim: it
+        informs, and is never the metric."""
         try:
             _, rep = self._call("profile", ("pool", self._fresh(1)[0]), facts)
+            summary = self._checked("profile", replies.profile, rep)
         except (Failed, C.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while profiling: {e}")
             return None
-        return rep.get("profile") if self.count_flops(facts) else None
+        return summary if self.count_flops(facts) else None
 
     def count_flops(self, facts: dict[str, Any]) -> bool:
         """The FLOPs the candidate executes in one call (torch's FlopCounterMode around a call in
         the worker, on a fresh input, checked) into facts["executed_flops"]; False if the call failed."""
         try:
             _, counted = self._call("flops", ("pool", self._fresh(1)[0]), facts)
+            facts["executed_flops"], error = self._checked("flops", replies.flops, counted)
         except (Failed, C.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while counting FLOPs: {e}")
             return False
-        facts["executed_flops"] = counted.get("flops")
-        if counted.get("flops_error"):
-            facts["executed_flops_error"] = counted["flops_error"]
+        if error:
+            facts["executed_flops_error"] = error
         return True

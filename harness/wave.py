@@ -49,7 +49,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _commo
 from harness import _common as C  # noqa: E402
 from harness import records as R  # noqa: E402
 from harness import run_experiment as X  # noqa: E402
-from harness import session  # noqa: E402
+from harness import process  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
 MEMBER_WALL_S = 3 * 3600.0  # a member's measuring process, build and profile included
@@ -61,17 +61,7 @@ def kill_orphans() -> None:
     """Kill what a stopped member left: this process is a subreaper, so its worker (and anything
     that worker started) was re-parented here. Children that are live members are spared."""
     with _lock:
-        victims = [pid for pid in session._children() if pid not in _live]
-    for pid in victims:
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        process.kill_orphans(spare=set(_live))
 
 
 def gpu_slots(a: argparse.Namespace, device: str, members: int) -> list[str]:
@@ -197,7 +187,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
                         "parallel": min(len(slots), len(files))})
     print(f"wave {tag}: {len(members)} members on GPUs {','.join(slots)} ({device}, preset {preset}); logs in {out}")
     frozen_hash = C.frozen_hash()
-    session.become_subreaper()
+    process.become_subreaper()
     t0 = time.perf_counter()
     by_gpu: dict[str, list[dict[str, Any]]] = {}
     for m in members:

@@ -4,7 +4,8 @@
 
 Its life, in order:
  1. read the configuration from the harness;
- 2. sandbox itself (harness/sandbox.py) while it still has one thread and no candidate code;
+ 2. apply Landlock (harness/landlock.py), the second wall inside the namespaces the harness
+    started it in (harness/sandbox.py), while it still has one thread and no candidate code;
  3. import torch, map the two shared buffers (harness/shared.py), load the frozen model;
  4. time the boundary for the harness: copy an output-sized tensor into the shared output buffer,
     before any candidate code exists in this process;
@@ -33,12 +34,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
-from harness import sandbox  # noqa: E402  (standard library only)
+from harness import landlock  # noqa: E402  (standard library only)
 from harness.channel import Channel  # noqa: E402
 
 
 def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}".replace("\n", " ")[:400]
+
+
+def _where(e: BaseException, candidate: str) -> str:
+    """' (optimize.py line N)': the candidate's own line nearest to where e was raised, if any."""
+    lines = [n for f, n in traceback.walk_tb(e.__traceback__) if f.f_code.co_filename == candidate]
+    return f" ({Path(candidate).name} line {lines[-1]})" if lines else ""
 
 
 class Worker:
@@ -161,12 +168,12 @@ def serve(chan: Channel) -> None:
     cfg = chan.recv()
     os.environ["AUTO_OPTIM_GOALS"] = cfg["goals_path"]
     abi = 0
-    if cfg.get("sandbox"):
+    if cfg.get("landlock"):
         # Its own /proc entry too: the CUDA driver writes there when it starts (seen on an H100).
-        abi = sandbox.restrict(cfg["sandbox"]["hidden"], cfg["sandbox"]["writable"] + [f"/proc/{os.getpid()}"])
+        abi = landlock.restrict(cfg["landlock"]["hidden"], cfg["landlock"]["writable"] + [f"/proc/{os.getpid()}"])
     t0 = time.perf_counter()
     worker = Worker(chan, cfg)
-    chan.send({"op": "ready", "sandbox_abi": abi, "load_s": time.perf_counter() - t0})
+    chan.send({"op": "ready", "landlock_abi": abi, "load_s": time.perf_counter() - t0})
     while True:
         msg = chan.recv()
         op = msg.get("op")
@@ -183,14 +190,14 @@ def serve(chan: Channel) -> None:
         except Exception as e:  # noqa: BLE001 - any failure of the candidate is reported, then we carry on
             traceback.print_exc()
             where = "candidate build raised" if op == "build" else "candidate raised"
-            chan.send({"op": "error", "reason": f"{where} {_one_line(e)}"})
+            chan.send({"op": "error", "reason": f"{where} {_one_line(e)}{_where(e, cfg['candidate'])}"})
 
 
 def main() -> None:
     chan = Channel(socket.socket(fileno=int(sys.argv[1])))
     try:
         serve(chan)
-    except sandbox.Unavailable as e:
+    except landlock.Unavailable as e:
         chan.send({"op": "error", "reason": f"sandbox unavailable: {e}"})
 
 

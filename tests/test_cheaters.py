@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import sandbox
 from harness.session import Session
 
 CHEATERS = Path(__file__).resolve().parent / "cheaters"
@@ -37,9 +36,9 @@ def test_rejected_by_the_gate(at_toy: Path, name: str) -> None:
     assert f["reason"] and "\n" not in f["reason"]
 
 
-@pytest.mark.parametrize("name, why", [("reads_reference", "PermissionError"), ("reads_pool", "PermissionError"),
+@pytest.mark.parametrize("name, why", [("reads_reference", "FileNotFoundError"), ("reads_pool", "FileNotFoundError"),
                                        ("copies_reference_with_cp", "CalledProcessError"),
-                                       ("rewrites_harness", "PermissionError"),
+                                       ("rewrites_harness", "Read-only file system"),
                                        ("out_of_memory", "raised")])
 def test_forbidden_acts_crash(at_toy: Path, name: str, why: str) -> None:
     f = measure(name)
@@ -97,14 +96,10 @@ def test_no_network(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         f = measure("phones_home")
     finally:
         server.close()
-    if sandbox.abi_version() < 4:
-        pytest.skip("this kernel's Landlock cannot scope TCP (ABI < 4)")
     assert f["passed"] and not accepted, f"the worker reached a local server: {f['reason']}"
 
 
 def test_cannot_signal_the_harness(at_toy: Path) -> None:
-    if sandbox.abi_version() < 6:
-        pytest.skip("this kernel's Landlock cannot scope signals (ABI < 6)")
     f = measure("signals_harness")
     assert f["passed"], f"a signal reached the harness: {f['reason']}"
 
@@ -139,7 +134,7 @@ def test_an_honest_candidate_passes_in_the_same_setup(at_toy: Path) -> None:
     """The control: the toy's own optimize.py, through the same path, passes."""
     with Session(None, "tiny", "cpu") as s:
         f = s.measure()
-    assert f["passed"] and f["sandbox"].startswith("landlock"), f
+    assert f["passed"] and f["sandbox"].startswith("bwrap") and "landlock" in f["sandbox"], f
     assert len(f["checked"]) == f["warmup_runs"] + f["runs"]
     assert sum(c["input"] == "benchmark input" for c in f["checked"]) == 1
 

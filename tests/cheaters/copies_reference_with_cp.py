@@ -12,7 +12,7 @@ from _target import C
 
 def build_decoder(model, example):
     dest = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ref.pt")
-    ref = sorted(C.assets_dir().glob("reference_*.pt"))[0]
+    ref = C.reference_path("tiny")
     subprocess.run(["cp", str(ref), dest], check=True)
     saved = torch.load(dest, weights_only=True)["output"]
     return (lambda x: saved.clone().to(x.device)), {"cheat": "cp the reference"}

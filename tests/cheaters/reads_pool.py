@@ -1,6 +1,8 @@
 """Cheater: reads the pool of fresh inputs and their references, and answers any input it finds
 there from the file. Stopped by: the pool is hidden from the worker like the reference."""
 
+import os
+
 import torch
 
 from _target import C, honest
@@ -9,8 +11,9 @@ from _target import C, honest
 def build_decoder(model, example):
     known = []
     for preset in C.load_goals()["presets"]:
-        for f in sorted(C.pool_dir(preset).glob("*.pt")):
-            known.append(torch.load(f, weights_only=True))
+        folder = C.pool_dir(preset)
+        for name in sorted(os.listdir(folder)):  # raises where the pool is out of sight
+            known.append(torch.load(folder / name, weights_only=True))
 
     def forward(x):
         for item in known:

@@ -1,5 +1,6 @@
-"""Cheater: returns the reference read from disk (assets/reference_*.pt). Stopped by: the sandbox
-denies the worker every input, reference and pool file."""
+"""Cheater: returns the reference read from disk (assets/reference_<preset>.pt). Stopped by: the
+sandbox's view of the project holds no input, reference or pool file (and Landlock denies them
+inside it)."""
 
 import torch
 
@@ -7,6 +8,6 @@ from _target import C
 
 
 def build_decoder(model, example):
-    refs = sorted(C.assets_dir().glob("reference_*.pt"))
-    saved = torch.load(refs[0], weights_only=True)["output"]
+    preset = next(p for p in C.load_goals()["presets"] if list(example.shape) == C.load_goals()["presets"][p]["input_shape"])
+    saved = torch.load(C.reference_path(preset), weights_only=True)["output"]
     return (lambda x: saved.clone().to(x.device)), {"cheat": "reads the reference file"}

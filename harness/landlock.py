@@ -1,0 +1,138 @@
+"""Landlock for the candidate's worker: the second wall, inside the namespaces of harness/sandbox.py.
+
+Landlock (Linux 5.13+) lets an unprivileged process restrict itself and every process it starts
+afterwards; a restriction can never be lifted. The worker calls `restrict()` as its first act,
+before it imports torch or the candidate, while it has a single thread (Landlock binds the calling
+thread and what it creates later).
+
+The policy is "everything except": the worker may read and execute the whole filesystem except the
+contents of the `hidden` paths (the benchmark input, the references, the pool of fresh inputs, the
+key that signs records), write only under `writable` (its scratch folder, device files other than /dev/shm),
+and, where the kernel supports it (ABI 4 and 6), open no TCP connection, send no signal and reach
+no abstract unix socket outside its own domain. Landlock also forbids ptrace of processes outside
+the domain, so /proc/<harness>/mem and friends are closed whatever `hidden` says.
+
+Landlock is allow-list based, so "read everything except H" is built by walking down from / : a
+directory that holds nothing hidden is granted whole; one that does is granted listing only and
+descended into, and each entry but the hidden one is granted on its own. Files created later inside a descended directory
+are not covered, so they stay unreadable: a safe default.
+
+We use the syscalls through ctypes (three calls and two structs) rather than a package: the
+maintained Python bindings we found are thin wrappers of the same calls, and the worker must
+apply this before importing anything large.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import struct
+from pathlib import Path
+
+_SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # the same on every Linux architecture
+_PR_SET_NO_NEW_PRIVS = 38
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+
+# Filesystem access rights (linux/landlock.h) and the ABI that introduced them.
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
+_NET_TCP = 0b11          # bind and connect (ABI 4)
+_SCOPE = 0b11            # abstract unix sockets and signals outside the domain (ABI 6)
+
+READ = EXECUTE | READ_FILE | READ_DIR
+WRITE = (WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO
+         | MAKE_SYM | REFER | TRUNCATE | IOCTL_DEV)
+_FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # rights a rule on a file may hold
+
+
+class Unavailable(Exception):
+    """This kernel (or OS) cannot sandbox the worker."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI (0 when there is none: not Linux, too old, or disabled)."""
+    if platform.system() != "Linux":
+        return 0
+    v = _libc().syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    return max(int(v), 0)
+
+
+def _holds(top: str, hidden: set[str]) -> bool:
+    return any(h == top or h.startswith(top.rstrip("/") + "/") for h in hidden)
+
+
+def _grants(hidden: set[str], top: str = "/") -> list[tuple[str, bool, int]]:
+    """(path, is_dir, access) rules that cover everything under `top` except `hidden` (real paths)."""
+    if top in hidden:
+        return []
+    if not _holds(top, hidden):
+        return [(top, os.path.isdir(top), READ)]
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return []
+    # A folder on the way to a hidden path may still be listed (Python's importer lists every
+    # sys.path folder); names are not contents, and READ_FILE stays per entry.
+    out = [(top, True, READ_DIR)]
+    for name in names:
+        path = os.path.join(top, name)
+        if os.path.islink(path) and _holds(os.path.realpath(path), hidden):
+            continue  # a shortcut to (a folder holding) something hidden: its real path is walked anyway
+        out += _grants(hidden, path)
+    return out
+
+
+def restrict(hidden: list[str | Path], writable: list[str | Path]) -> int:
+    """Sandbox this thread and everything it starts from now on. Returns the ABI used.
+
+    hidden: paths the worker may not read (files or folders); writable: folders it may write in.
+    Raises Unavailable when Landlock is missing; any other failure raises OSError.
+    """
+    abi = abi_version()
+    if abi <= 0:
+        raise Unavailable("Landlock is not available on this kernel (Linux 5.13+ with landlock in the LSM list)")
+    libc = _libc()
+    fs = _FS_BY_ABI.get(abi, _FS_BY_ABI[5])
+    net = _NET_TCP if abi >= 4 else 0
+    scope = _SCOPE if abi >= 6 else 0
+    attr = struct.pack("=QQQ", fs, net, scope)[: 8 if abi < 4 else 16 if abi < 6 else 24]
+    ruleset = libc.syscall(_SYS_CREATE, attr, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+    try:
+        real_hidden = {os.path.realpath(p) for p in hidden}
+        rules = _grants(real_hidden)
+        for w in writable:
+            rules.append((str(w), os.path.isdir(w), READ | WRITE))
+        for path, is_dir, access in rules:
+            _add_rule(libc, ruleset, path, (access if is_dir else access & _FILE_ONLY) & fs)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if libc.syscall(_SYS_RESTRICT, ruleset, ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # vanished (a process that exited, a temp file): nothing to grant
+    try:
+        rule = struct.pack("=Qi", access, fd)  # struct landlock_path_beneath_attr is packed
+        if libc.syscall(_SYS_ADD_RULE, ruleset, ctypes.c_int(_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_add_rule {path}: {os.strerror(err)}")
+    finally:
+        os.close(fd)

@@ -1,0 +1,92 @@
+"""Process plumbing for the processes the harness starts: a worker (harness/session.py) or a wave's
+members (harness/wave.py). Standard library only.
+
+- `Tail` keeps the last lines a process prints, so a flood cannot fill the harness's memory.
+- `become_subreaper` makes this process adopt the orphans of what it started (a daemon that
+  double-forked is re-parented here, not to init), and `children` lists them, so that
+  `kill_tree` and `kill_orphans` can find and kill them. Inside the worker's sandbox its PID
+  namespace already does this (the namespace dies with its first process); the sweep covers an
+  unsandboxed run and the wave's measuring processes, which are not sandboxed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO
+
+_PR_SET_CHILD_SUBREAPER = 36
+KILL_ROUNDS = 20  # a chain of forks can outpace one sweep; each round kills what the last one missed
+
+
+class Tail:
+    """The last lines a process prints (its stdout and stderr, merged), read on a thread."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.lines: deque[str] = deque(maxlen=200)
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for raw in iter(lambda: stream.readline(4096), b""):
+            self.lines.append(raw.decode(errors="replace").rstrip())
+
+    def last(self, n: int = 1) -> list[str]:
+        """The last n non-empty lines (after the process closed its output, or a second's wait)."""
+        self._thread.join(timeout=1)
+        return [ln for ln in self.lines if ln.strip()][-n:]
+
+
+def become_subreaper() -> None:
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def children() -> list[int]:
+    """The live children of this process (adopted orphans included), read from /proc."""
+    me, out = str(os.getpid()), []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1] == me:
+                    out.append(int(d.name))
+            except (OSError, IndexError):
+                pass
+    return out
+
+
+def _kill(pids: Iterable[int]) -> None:
+    pids = list(pids)
+    for pid in pids:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """Kill a process, its process group and every orphan this process adopted from it."""
+    for _ in range(KILL_ROUNDS):
+        victims = ([proc.pid] if proc.poll() is None else []) + [p for p in children() if p != proc.pid]
+        if not victims:
+            return
+        _kill(victims)
+        proc.poll()
+
+
+def kill_orphans(spare: set[int]) -> None:
+    """Kill every child of this process but those in `spare` (a wave's live members)."""
+    _kill(pid for pid in children() if pid not in spare)

@@ -1,0 +1,125 @@
+"""What the worker says, checked before the harness uses it.
+
+After the candidate is imported, the worker is the candidate: every reply may be forged. So each
+reply is checked against what its request can answer (types, ranges, sizes) and turned into plain
+data; anything else is `Malformed`, which the session records as a crash. The worker's words
+(its info, error messages, kernel names, its last printed line) are text a person or the agent will
+read: `one_line` and `markdown` make them inert there (no newlines that would forge a `key: value`
+line, no terminal escapes, no markdown structure) and short.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from harness.profile import CATEGORIES
+
+TEXT_LIMIT = 300          # characters of any one worker string that are kept
+INFO_ENTRIES = 32         # keys of a candidate's `info`
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]+")
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>|#~])")
+
+
+class Malformed(Exception):
+    """A reply that its request cannot have produced honestly: the message says what is wrong."""
+
+
+def one_line(value: Any, limit: int = TEXT_LIMIT) -> str:
+    """Any worker-provided value as one printable line of at most `limit` characters."""
+    text = _CONTROL.sub(" ", str(value)).strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def markdown(value: Any, limit: int = TEXT_LIMIT) -> str:
+    """one_line, with markdown's special characters escaped (a table cell, a list item)."""
+    return _MARKDOWN.sub(r"\\\1", one_line(value, limit))
+
+
+def _number(msg: dict[str, Any], key: str, *, optional: bool = False, integer: bool = False) -> float | None:
+    value = msg.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise Malformed(f"'{key}' is {one_line(repr(value), 60)}, not a finite number >= 0")
+    if integer and value != int(value):
+        raise Malformed(f"'{key}' is {value}, not a whole number")
+    return int(value) if integer else float(value)
+
+
+def _text(msg: dict[str, Any], key: str) -> str | None:
+    value = msg.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Malformed(f"'{key}' is a {type(value).__name__}, not text")
+    return one_line(value)
+
+
+def _scalar(value: Any) -> Any:
+    if value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
+        return value
+    if isinstance(value, str):
+        return one_line(value, 200)
+    return one_line(json.dumps(value, default=str), 200)  # a nested value, kept as short text
+
+
+def info(value: Any) -> dict[str, Any]:
+    """The candidate's description of itself: a flat dict of short scalars."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Malformed(f"info is a {type(value).__name__}, not a dict")
+    if len(value) > INFO_ENTRIES:
+        raise Malformed(f"info has {len(value)} entries; at most {INFO_ENTRIES}")
+    return {one_line(k, 64): _scalar(v) for k, v in value.items()}
+
+
+def ready(msg: dict[str, Any]) -> tuple[int, float]:
+    """(the Landlock ABI the worker applied, its load seconds)."""
+    return int(_number(msg, "landlock_abi", integer=True)), float(_number(msg, "load_s"))
+
+
+def call_error(msg: dict[str, Any]) -> str | None:
+    """Why the worker could not deliver an output (shape, dtype), or None."""
+    return _text(msg, "error")
+
+
+def peak_memory_gb(msg: dict[str, Any]) -> float | None:
+    return _number(msg, "peak_mem_gb", optional=True)
+
+
+def flops(msg: dict[str, Any]) -> tuple[float | None, str | None]:
+    """(the FLOPs the worker counted around a call, or why it could not count them)."""
+    return _number(msg, "flops", optional=True), _text(msg, "flops_error")
+
+
+def profile(msg: dict[str, Any]) -> dict[str, Any]:
+    """A profile summary (harness/profile.py summarize()) with every field checked and its names inert."""
+    s = msg.get("profile")
+    if not isinstance(s, dict):
+        raise Malformed(f"the profile is a {type(s).__name__}, not a summary")
+    unit = s.get("unit")
+    if unit not in ("GPU", "CPU"):
+        raise Malformed(f"the profile's unit is {one_line(repr(unit), 40)}")
+    cats = s.get("by_category_s")
+    if not isinstance(cats, dict) or set(cats) != set(CATEGORIES):
+        raise Malformed("the profile's categories are not the harness's")
+    top = s.get("top")
+    if not isinstance(top, list) or len(top) > 100 or not all(isinstance(k, dict) for k in top):
+        raise Malformed("the profile's kernel list is not a short list of entries")
+    comp = s.get("compile")
+    if comp is not None and not isinstance(comp, dict):
+        raise Malformed("the profile's compile figures are not a dict")
+    return {
+        "unit": unit, "kernel_time_s": _number(s, "kernel_time_s"), "busy_s": _number(s, "busy_s"),
+        "launches": _number(s, "launches", integer=True),
+        "by_category_s": {c: _number(cats, c) for c in CATEGORIES},
+        "top": [{"name": one_line(k.get("name"), 200), "time_s": _number(k, "time_s"),
+                 "calls": _number(k, "calls", integer=True), "pct": _number(k, "pct"),
+                 "category": k.get("category") if k.get("category") in CATEGORIES else "other"} for k in top],
+        "compile": None if comp is None else {key: _number(comp, key, integer=True)
+                                              for key in ("graph_breaks", "unique_graphs")},
+    }
