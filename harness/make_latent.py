@@ -2,7 +2,7 @@
 
 Usage:
     python harness/make_latent.py [--preset P] [--device D] [--force]     # Tears of Steel, else seeded
-    python harness/make_latent.py --seeded                 # seeded latent (goals["input_seed"])
+    python harness/make_latent.py --seeded                 # seeded latent (a secret seed)
     python harness/make_latent.py --clip video.mp4 [--start S]   # any video file (PyAV)
     python harness/make_latent.py --synthetic-clip         # render a procedural clip offline, encode it
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -36,7 +37,7 @@ from harness.make_reference import strict_fp32  # noqa: E402
 # Tears of Steel (c) Blender Foundation, mango.blender.org, CC-BY 3.0. The 1080p cut is 1920x800,
 # tall enough for the full preset's 704 rows (the 720p cut is only 534 rows).
 TEARS_OF_STEEL_URL = "https://download.blender.org/demo/movies/ToS/tears_of_steel_1080p.mov"
-TEARS_OF_STEEL_START_S = 60.0  # past the titles: the bridge scene, people and a city
+TEARS_OF_STEEL_STARTS_S = (60.0, 600.0)  # past the titles; the default clip starts somewhere here, drawn in secret
 NETWORK_TIMEOUT_S = 15
 
 
@@ -156,6 +157,13 @@ def encode_video(model: torch.nn.Module, video: torch.Tensor, device: str, shape
     return z
 
 
+def secret_seed() -> int:
+    """A seed drawn from os.urandom and kept only in the input's own asset, which the candidate's
+    worker cannot read: a benchmark input made from a public seed (or a public clip at a known
+    time) could be rebuilt and decoded by a candidate before the clock starts."""
+    return int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
+
+
 def seeded(adapter: ModuleType, shape: list[int], seed: int) -> torch.Tensor:
     return adapter.make_input(list(shape), seed, "cpu").contiguous()
 
@@ -191,7 +199,8 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
         video = read_clip(str(src), frames, height, width)
         meta.update(source="synthetic-clip", clip_path=str(src), clip_sha256=C.sha256_file(src), start_s=0.0)
     elif mode == "default":
-        start = TEARS_OF_STEEL_START_S if start_s is None else start_s
+        low, high = TEARS_OF_STEEL_STARTS_S
+        start = round(low + (high - low) * secret_seed() / (1 << 63), 2) if start_s is None else start_s
         try:
             video = read_clip(TEARS_OF_STEEL_URL, frames, height, width, start, timeout_s=NETWORK_TIMEOUT_S)
             meta.update(source=f"clip:{TEARS_OF_STEEL_URL}", start_s=start,
@@ -200,8 +209,9 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
             print(f"make_latent: note: Tears of Steel unavailable ({e}); using the seeded latent", file=sys.stderr)
 
     if video is None:
-        z = seeded(adapter, shape, int(goals["input_seed"]))
-        meta.update(source="seeded", seed=int(goals["input_seed"]))
+        seed = secret_seed()
+        z = seeded(adapter, shape, seed)
+        meta.update(source="seeded", seed=seed)
     else:
         model = model if model is not None else adapter.load_model(device)
         z = encode_video(model, video, device, shape)

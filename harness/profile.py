@@ -152,10 +152,13 @@ def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_markdown(r: dict[str, Any], title: str) -> str:
+    """The report as markdown; the worker's words (info, kernel names) escaped, never raw."""
+    from harness.replies import markdown  # lazy: replies imports this module
+
     u = r["unit"]
     lines = [
         f"# Profile: {title}", "",
-        f"- candidate: `{Path(r['candidate']).name}`, info: `{r['info']}`",
+        f"- candidate: {markdown(Path(r['candidate']).name)}, info: {markdown(r['info'])}",
         f"- preset {r['preset']} on {r['gpu']}; torch {r['torch']}, CUDA {r['cuda']}, cuDNN {r['cudnn']}",
         f"- input: {r['input']}",
         f"- wall time of one call (the harness's median, unprofiled): {r['wall_s']:.4f} s",
@@ -179,9 +182,7 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
     lines += ["", f"## Top {'kernels' if u == 'GPU' else 'ops'} by {u} time", "",
               "| # | name | category | calls | time (s) | share |", "|---:|---|---|---:|---:|---:|"]
     for i, k in enumerate(r["top"], 1):
-        name = k["name"].replace("|", "\\|")
-        name = name if len(name) <= 90 else name[:87] + "..."
-        lines.append(f"| {i} | `{name}` | {k['category']} | {k['calls']} | {k['time_s']:.4f} | {k['pct']:.1f}% |")
+        lines.append(f"| {i} | {markdown(k['name'], 90)} | {k['category']} | {k['calls']} | {k['time_s']:.4f} | {k['pct']:.1f}% |")
     return "\n".join(lines) + "\n"
 
 

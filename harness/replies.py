@@ -119,7 +119,7 @@ def profile(msg: dict[str, Any]) -> dict[str, Any]:
         "by_category_s": {c: _number(cats, c) for c in CATEGORIES},
         "top": [{"name": one_line(k.get("name"), 200), "time_s": _number(k, "time_s"),
                  "calls": _number(k, "calls", integer=True), "pct": _number(k, "pct"),
-                 "category": k.get("category") if k.get("category") in CATEGORIES else "other"} for k in top],
+                 "category": k["category"] if k.get("category") in CATEGORIES else "other"} for k in top],
         "compile": None if comp is None else {key: _number(comp, key, integer=True)
                                               for key in ("graph_breaks", "unique_graphs")},
     }

@@ -61,6 +61,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _commo
 from harness import _common as C  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import records as R  # noqa: E402
+from harness.replies import markdown  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
 BASELINE = HARNESS / "baselines" / "fp32_eager.py"
@@ -408,7 +409,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     record = C.root() / "records" / f"{exp}.json"
     C.atomic_write(record, json.dumps({**rec, "exp": exp, "status": status}, indent=1, default=str))
     why = rec.get("reason") or rerun_note
-    R.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({why})" if why else ""))
+    R.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
     written = [R.results_path(), R.leaderboard_path(), R.progress_path(), C.root() / "records"]
     if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
         print(f"run_experiment: keeper {exp} has no profile in its record; "

@@ -232,13 +232,11 @@ class Session:
         adapter_top = sys.modules[self.adapter.__name__.split(".")[0]]
         package = Path(adapter_top.__file__).parent if adapter_top.__file__ else None
         python = {Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path) if p and os.path.isdir(p)}
-        visible = [HARNESS, C.goals_path(), C.assets_dir(), self.candidate.parent, *python]
-        if package is not None:
-            visible.append(package)
         projects = [HARNESS.parent, C.root()]
-        return sandbox.View(masked=projects, visible=[v for v in visible if Path(v).resolve() not in
-                                                      {p.resolve() for p in projects}],
-                            hidden=self._hidden(), chdir=HARNESS.parent)
+        home = self.candidate.parent  # importable, as a script's folder is: its modules, not the records
+        code = sorted(home.glob("*.py")) if home.resolve() in {p.resolve() for p in projects} else [home]
+        visible = [HARNESS, C.goals_path(), C.assets_dir(), *code, *python] + ([package] if package else [])
+        return sandbox.View(masked=projects, visible=visible, hidden=self._hidden(), chdir=HARNESS.parent)
 
     def _writable(self, scratch: str) -> list[str]:
         dev = [str(p) for p in Path("/dev").glob("nvidia*")] + ["/dev/null", "/dev/zero", "/dev/full"]

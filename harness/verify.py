@@ -96,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "PASS" if facts["passed"] else f"FAIL: {facts['reason']}"
     name = facts["quality_name"]
     C.emit([f"verify {facts['candidate']} on {facts['preset']} ({facts['gpu']}, sandbox {facts['sandbox']}): {verdict}",
-            f"benchmark input: {name} {_fmt(facts['quality'])}, max abs {_fmt(facts['max_abs'], '.3g')}; "
-            f"worst fresh input: {name} {_fmt(facts['fresh_quality'])}, max abs {_fmt(facts['fresh_max_abs'], '.3g')}; "
-            f"{len(facts['checked'])} calls checked"], facts)
+            f"worst of the {len(facts['checked'])} calls checked: {name} {_fmt(facts['quality'])}, "
+            f"max abs {_fmt(facts['max_abs'], '.3g')}; benchmark input: {name} {_fmt(facts['benchmark_quality'])}, "
+            f"max abs {_fmt(facts['benchmark_max_abs'], '.3g')}"], facts)
     return 0 if facts["passed"] else 1
 
 

@@ -28,7 +28,7 @@ def test_bench_cli(toy: Path) -> None:
     rc, f, out = cli(toy, "harness/bench.py", "--baseline")
     assert rc == 0 and f["runs"] == 5 and len(f["times_s"]) == 5, out
     assert f["min_s"] <= f["median_s"] <= f["max_s"] and f["spread_s"] == f["max_s"] - f["min_s"]
-    assert f["warmup_s"] >= f["build_s"] and f["input"].startswith("asset") and f["sandbox"].startswith("landlock")
+    assert f["warmup_s"] >= f["build_s"] and f["input"].startswith("asset") and f["sandbox"].startswith("bwrap")
     assert len(f["checked"]) == 7 and f["passed"]  # every timed call, and the FLOP-counted one, was also checked
     assert f["executed_flops"] == f["flops"] > 0 and f["floor_s"] > 0 and "floor" in out  # harness/floor.py
     b = f["baseline"]

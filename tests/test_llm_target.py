@@ -76,7 +76,7 @@ def refs(model: torch.nn.Module) -> dict[int, torch.Tensor]:
 
 def test_goals_file_names_the_interface() -> None:
     top = json.loads((REPO / "goals.json").read_text())
-    for key in ("target", "description", "adapter", "candidate", "build_fn", "presets", "input_seed",
+    for key in ("target", "description", "adapter", "candidate", "build_fn", "presets",
                 "metric", "gate", "pool", "noise_threshold", "stop_rule", "timeouts"):
         assert key in GOALS, key
     assert GOALS["adapter"] == "llm.target" and (TARGET / GOALS["candidate"]).is_file()

@@ -157,7 +157,7 @@ def test_flow(tmp_path: Path) -> None:
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
     grows()
     assert [r["status"] for r in rows(ws)] == ["baseline", "keep"]
-    assert float(rows(ws)[1]["speedup_vs_fp32"]) > 1.5 and rows(ws)[0]["sandbox"].startswith("landlock")
+    assert float(rows(ws)[1]["speedup_vs_fp32"]) > 1.5 and rows(ws)[0]["sandbox"].startswith("bwrap")
     assert float(rows(ws)[0]["wall_s"]) > 0 and "None" not in out
     assert (ws / "profiles" / "e002.md").is_file() and "e002: " in git(ws, "log", "--format=%s")
     strip = ws / "quality" / "e002.png"  # the keeper's quality strip, committed with its record

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -39,11 +40,11 @@ class LLMTarget:
         return f"synthetic:{self.spec.name}:seed{SEED}:code{code_hash()}"
 
     def make_input(self, shape: list[int], seed: int, device: str | torch.device = "cpu") -> torch.Tensor:
-        """Token ids [B, R, N] drawn uniformly from the whole vocabulary (a CPU generator: the
-        same ids on every machine)."""
+        """Token ids [B, R, N] drawn uniformly from the whole vocabulary (numpy's PCG64, which takes
+        the whole seed: the same ids on every machine)."""
         split(shape)
-        g = torch.Generator().manual_seed(seed)
-        return torch.randint(0, self.spec.config["vocab_size"], tuple(shape), generator=g).to(device)
+        rng = np.random.default_rng(seed)
+        return torch.from_numpy(rng.integers(0, self.spec.config["vocab_size"], tuple(shape))).to(device)
 
     def reference(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """The frozen model's own greedy generation (decode.greedy_logits): the benchmark input's
