@@ -20,8 +20,10 @@ model runs), stored in assets/peak-<machine>.json. No constant in goals.json.
 The stop rule (goals.json "stop_rule"; program.md section 7), judged on the best row of this
 machine: stop only when all of these hold, else "not yet" with every reason.
   - plateau: `plateau_attempts` rows since the best one, none of them better;
-  - its profile: the device busy at least `gpu_busy_min` of the call, and at most `max_outside`
-    of kernel time outside the largest kernel class (on the VAE: time not in convolutions);
+  - the device busy at least `gpu_busy_min` of the timed calls, as the harness sampled it (NVML;
+    the candidate's own profile is a claim and cannot stand in for it), and its profile with at
+    most `max_outside` of kernel time outside the largest kernel class (on the VAE: time not in
+    convolutions);
   - its median within `within_floor` of the floor (median <= (1 + within_floor) x floor).
 """
 
@@ -162,18 +164,28 @@ def annotate(facts: dict[str, Any], goals: dict[str, Any], adapter: Any, shape: 
 
 # --------------------------------------------------------------------------- the stop rule
 def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None, busy: float | None,
-            outside: float | None, attempts: int, largest: str = "the largest class") -> tuple[bool, list[str]]:
-    """(stop?, the reasons it may not stop yet); every unmet or unknown condition is a reason."""
+            outside: float | None, attempts: int, largest: str = "the largest class",
+            claimed_busy: float | None = None) -> tuple[bool, list[str]]:
+    """(stop?, the reasons it may not stop yet); every unmet or unknown condition is a reason.
+
+    `busy` is the harness's own figure (NVML sampled during the timed calls, harness/busy.py).
+    `outside` and the FLOP count under the floor come from the candidate's profile, counted in its
+    worker: a claim, which the candidate could forge. They can only add reasons not to stop; no
+    STOP without the harness's busy figure, so a forged profile cannot end the loop alone."""
     why = []
     if attempts < rule["plateau_attempts"]:
         why.append(f"{attempts} attempts since the best row; the plateau needs {rule['plateau_attempts']}")
-    if busy is None or outside is None:
+    if busy is None:
+        claim = f" (the candidate's own profile claims {claimed_busy:.1%}: a claim, not a measure)" \
+            if claimed_busy is not None else ""
+        why.append(f"the harness did not measure how busy the device is (NVML, on a GPU){claim}")
+    elif busy < rule["gpu_busy_min"]:
+        why.append(f"the device is busy {busy:.1%} of the timed calls (sampled by the harness); "
+                   f"the rule wants {rule['gpu_busy_min']:.0%}")
+    if outside is None:
         why.append("the best row has no recorded profile (python harness/profile.py)")
-    else:
-        if busy < rule["gpu_busy_min"]:
-            why.append(f"the device is busy {busy:.1%} of the call; the rule wants {rule['gpu_busy_min']:.0%}")
-        if outside > rule["max_outside"]:
-            why.append(f"{outside:.1%} of kernel time is outside {largest}; the rule allows {rule['max_outside']:.0%}")
+    elif outside > rule["max_outside"]:
+        why.append(f"{outside:.1%} of kernel time is outside {largest}; the rule allows {rule['max_outside']:.0%}")
     if floor_s is None or not median_s:
         why.append("no floor on this machine (python harness/floor.py probes it)")
     elif median_s > (1 + rule["within_floor"]) * floor_s:
@@ -202,8 +214,9 @@ def verdict_for_rows(rows: list[dict[str, str]], goals: dict[str, Any], preset: 
     if facts.get("floor_s") is None:  # recorded before the machine was probed, or before floors
         annotate(facts, goals, adapter, goals["presets"][preset]["input_shape"], peak)
     prof = rec.get("profile") or {}
-    stop, why = verdict(goals["stop_rule"], facts.get("median_s"), facts.get("floor_s"), prof.get("busy_fraction"),
-                        prof.get("outside_largest"), attempts, prof.get("largest_category", "the largest class"))
+    stop, why = verdict(goals["stop_rule"], facts.get("median_s"), facts.get("floor_s"), facts.get("device_busy"),
+                        prof.get("outside_largest"), attempts, prof.get("largest_category", "the largest class"),
+                        claimed_busy=prof.get("busy_fraction"))
     return stop, why, best["exp"]
 
 

@@ -51,6 +51,7 @@ import torch
 
 from harness import _common as C
 from harness import landlock, replies, sandbox
+from harness.busy import BusySampler
 from harness.channel import Channel, ChannelClosed
 from harness.make_reference import strict_fp32
 from harness.process import Tail, become_subreaper, kill_tree
@@ -295,7 +296,8 @@ class Session:
         reply = self.worker.request(op, self.timeouts["call_s"])
         self.private_out.copy_(self.out.tensor)
         C.sync(self.device)
-        return time.perf_counter() - t0, reply
+        self.last_call = (t0, time.perf_counter())
+        return self.last_call[1] - t0, reply
 
     def _call(self, op: str, which: tuple[str, int | None], facts: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         """Hand over one input, time until the complete output is held here, check it."""
@@ -354,7 +356,7 @@ class Session:
             "weights_kind": self.adapter.weights_kind(), "sandbox": self.sandbox_label(),
             "input": f"asset {C.input_path(self.preset).name}", "runs": self.runs, "warmup_runs": self.warmup,
             "quality": None, "max_abs": None, "benchmark_quality": None, "benchmark_max_abs": None,
-            "fresh_quality": None, "fresh_max_abs": None,
+            "fresh_quality": None, "fresh_max_abs": None, "device_busy": None,
             "quality_name": self.goals["gate"].get("quality_name", "quality"), "checked": [],
             "want_frame": want_frame, "worker_load_s": self.load_s,
         }
@@ -372,7 +374,13 @@ class Session:
                 self.warmup, self.runs = 1, max(calls - 1, 1)
                 facts.update(runs=self.runs, warmup_runs=1)
             plan = self._plan(self.warmup + self.runs)
-            times = [self._call("call", which, facts)[0] for which in plan]
+            times = []
+            with BusySampler(self.device) as busy:
+                for k, which in enumerate(plan):
+                    times.append(self._call("call", which, facts)[0])
+                    if k >= self.warmup:
+                        busy.mark(*self.last_call)
+            facts["device_busy"] = busy.fraction()
             facts["first_calls_s"] = sum(times[: self.warmup])
             facts["warmup_s"] = facts["build_s"] + facts["first_calls_s"]
             facts["times_s"] = times[self.warmup:]

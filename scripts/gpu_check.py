@@ -1,6 +1,7 @@
 """A short check of the worker protocol on a GPU machine, before any long run: the sandbox, the
-CUDA buffers shared with the worker, the toy target measured on the GPU, and the cheaters that
-only a GPU can run (side stream) or that matter most there (early "done", patched clocks).
+CUDA buffers shared with the worker (file descriptors across its namespaces), the toy target
+measured on the GPU, the harness's busy sample, and the cheaters that only a GPU can run (side
+stream) or that matter most there (early "done", patched clocks, a watcher of the input buffer).
 
     python scripts/gpu_check.py            # exit 0 when everything held, 1 otherwise
 
@@ -21,7 +22,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 import torch  # noqa: E402
 
 from conftest import make_toy, use  # noqa: E402
-from harness import sandbox  # noqa: E402
+from harness import landlock, sandbox  # noqa: E402
 from harness.session import Session  # noqa: E402
 
 CHEATERS = REPO / "tests" / "cheaters"
@@ -29,21 +30,27 @@ CHEATERS = REPO / "tests" / "cheaters"
 
 def main() -> int:
     results: dict[str, object] = {"torch": torch.__version__, "cuda": torch.version.cuda,
-                                  "gpu": torch.cuda.get_device_name(), "landlock_abi": sandbox.abi_version()}
+                                  "gpu": torch.cuda.get_device_name(), "landlock_abi": landlock.abi_version(),
+                                  "sandbox": sandbox.available() or "available"}
     ok = True
     ws = make_toy(Path(tempfile.mkdtemp()) / "toy")
     with use(ws):
-        for name, want in [("optimize", "pass"), ("side_stream", "fail"), ("early_done", "fail"),
+        # side_stream: on the legacy default stream the worker's copy waits for the side stream, so
+        # "done" may come after the work: then it must be timed at its honest cost (~0.25 s of spin).
+        for name, want in [("optimize", "pass"), ("side_stream", "fail or slow"), ("early_done", "fail"),
                            ("patches_clock", "slow"), ("reads_reference", "fail")]:
             path = ws / "optimize.py" if name == "optimize" else CHEATERS / f"{name}.py"
             with Session(path, "tiny", "cuda") as s:
                 f = s.measure()
             got = "pass" if f["passed"] else "fail"
-            held = got == want or (want == "slow" and f["passed"] and f["median_s"] >= 0.27)
+            slow = f["passed"] and f["median_s"] >= (0.2 if name == "side_stream" else 0.27)
+            held = got == want or ("slow" in want and slow) or ("fail" in want and got == "fail")
             ok &= held
             results[name] = {"passed": f["passed"], "reason": f["reason"][:200], "median_s": f.get("median_s"),
-                             "boundary_s": f.get("boundary_s"), "sandbox": f["sandbox"], "held": held}
-            print(f"{name}: {'held' if held else 'NOT HELD'} ({got}; {f['reason'][:120]}) sandbox {f['sandbox']}", flush=True)
+                             "boundary_s": f.get("boundary_s"), "device_busy": f.get("device_busy"), "sandbox": f["sandbox"],
+                             "held": held}
+            print(f"{name}: {'held' if held else 'NOT HELD'} ({got}, median {f.get('median_s')}, busy "
+                  f"{f.get('device_busy')}; {f['reason'][:120]}) sandbox {f['sandbox']}", flush=True)
     print(json.dumps(results, default=str))
     return 0 if ok else 1
 

@@ -54,6 +54,13 @@ def test_verdict_names_every_unmet_condition() -> None:
     assert not stop and any("no recorded profile" in w for w in why) and any("no floor" in w for w in why)
 
 
+def test_a_profile_alone_cannot_stop_the_loop() -> None:
+    """Every figure the candidate's own profile gives says stop (a forger's profile would); without
+    the harness's own busy measure the rule still says not yet, and says why."""
+    stop, why = floor.verdict(RULE, 2.6, 2.5, None, 0.0, attempts=8, claimed_busy=1.0)
+    assert not stop and len(why) == 1 and "did not measure" in why[0] and "claims 100.0%" in why[0]
+
+
 def _profile_figures(md: str) -> tuple[float, float]:
     lines = md.splitlines()
     busy = next(ln for ln in lines if "busy fraction" in ln).rsplit(" ", 1)[1].rstrip("%")
@@ -85,13 +92,18 @@ def test_verdict_for_rows_reads_results_and_the_best_record(tmp_path: Path) -> N
     rows = [row("e001", "baseline", "10"), row("e002", "keep", "2.6"), row("e003", "revert", "2.7"),
             row("e004", "rerun", "2.6")] + [row(f"e{i:03d}", "revert", "2.8") for i in range(5, 12)]
     (tmp_path / "e002.json").write_text(json.dumps({
-        "facts": {"median_s": 2.6, "floor_s": 2.45},
+        "facts": {"median_s": 2.6, "floor_s": 2.45, "device_busy": 0.995},
         "profile": {"busy_fraction": 0.995, "outside_largest": 0.02, "largest_category": "convolution"}}))
     goals = {**GOALS, "presets": {"full": {"input_shape": [1]}}}
     stop, why, best = floor.verdict_for_rows(rows, goals, "full", "H100", None, ADAPTER, tmp_path)
     assert best == "e002" and stop, why  # 8 attempts: e003 and e005-e011 (a rerun is not one)
     stop, why, _ = floor.verdict_for_rows(rows[:-1], goals, "full", "H100", None, ADAPTER, tmp_path)
     assert not stop and why == ["7 attempts since the best row; the plateau needs 8"]
+    forged = json.loads((tmp_path / "e002.json").read_text())
+    del forged["facts"]["device_busy"]  # a record from before the harness measured it: the profile alone
+    (tmp_path / "e002.json").write_text(json.dumps(forged))
+    stop, why, _ = floor.verdict_for_rows(rows, goals, "full", "H100", None, ADAPTER, tmp_path)
+    assert not stop and len(why) == 1 and "claims 99.5%" in why[0]
     assert records.best_row(rows, "full", "H100")["exp"] == "e002"
 
 

@@ -1,0 +1,83 @@
+"""How busy the GPU is while the candidate computes, measured from the harness's side.
+
+The stop rule asks whether the device is busy through a whole call. A profile taken inside the
+worker cannot answer that honestly: the worker is the candidate, and a candidate can forge its own
+profile. So the harness samples NVML's GPU utilisation (the share of the driver's last sample
+period in which a kernel ran, a figure no process on the machine can write) on a thread while
+the timed calls run, and keeps the readings whose whole period lies inside a call. NVML is the
+driver's own library (libnvidia-ml.so.1, shipped with every NVIDIA driver), reached through ctypes.
+On a CPU, or where NVML does not answer, there is no figure (None), and the stop rule says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import threading
+import time
+
+INTERVAL_S = 0.02   # how often the thread reads the counter
+PERIOD_S = 0.2      # NVML averages over its last sample period (1/6 s to 1 s): a reading taken this
+                    # long after a call started covers none of the gap before it
+
+
+class _Utilization(ctypes.Structure):
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+def _nvml_handle(device_index: int) -> tuple[ctypes.CDLL, ctypes.c_void_p] | None:
+    """NVML and the handle of the CUDA device `device_index` (found by its UUID), or None."""
+    try:
+        import torch
+
+        uuid = f"GPU-{torch.cuda.get_device_properties(device_index).uuid}"
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        handle = ctypes.c_void_p()
+        if lib.nvmlInit_v2() != 0 or lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) != 0:
+            return None
+        return lib, handle
+    except (OSError, AttributeError, RuntimeError):
+        return None
+
+
+class BusySampler:
+    """Reads the GPU's utilisation on a thread; `mark()` names the calls the figure is about.
+
+        with BusySampler(device) as busy:
+            ...                            # a timed call, from t0 to t1 (time.perf_counter)
+            busy.mark(t0, t1)
+        busy.fraction()                    # mean utilisation inside the calls, 0..1, or None
+    """
+
+    def __init__(self, device: str) -> None:
+        import torch
+
+        self._nvml = _nvml_handle(torch.cuda.current_device()) if device == "cuda" else None
+        self._readings: list[tuple[float, int]] = []
+        self._calls: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> "BusySampler":
+        if self._nvml is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1)
+
+    def _sample(self) -> None:
+        lib, handle = self._nvml
+        util = _Utilization()
+        while not self._stop.wait(INTERVAL_S):
+            if lib.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(util)) == 0:
+                self._readings.append((time.perf_counter(), util.gpu))
+
+    def mark(self, t0: float, t1: float) -> None:
+        self._calls.append((t0, t1))
+
+    def fraction(self) -> float | None:
+        inside = [u for t, u in self._readings if any(a + PERIOD_S <= t <= b for a, b in self._calls)]
+        return statistics.fmean(inside) / 100 if inside else None
