@@ -143,8 +143,14 @@ def annotate(facts: dict[str, Any], goals: dict[str, Any], adapter: Any, shape: 
     if kind == "bytes":
         work = float(adapter.min_bytes(shape)) if hasattr(adapter, "min_bytes") else None
         source = "the adapter's minimum bytes"
+    elif facts.get("executed_flops") and nominal and facts["executed_flops"] > nominal:
+        # Counted in the worker, so the candidate's word: more work than the model's own forward
+        # would raise its floor toward its median (an easier stop). Never taken above nominal.
+        work = nominal
+        source = (f"nominal FLOPs (the worker counted {facts['executed_flops'] / nominal:.3g}x them: its "
+                  "count is the candidate's claim, never taken above the model's own)")
     elif facts.get("executed_flops") and (not nominal or facts["executed_flops"] >= SEEN * nominal):
-        work, source = float(facts["executed_flops"]), "executed FLOPs"
+        work, source = float(facts["executed_flops"]), "executed FLOPs (counted in the worker: the candidate's claim)"
     elif facts.get("executed_flops"):
         work = nominal
         source = (f"nominal FLOPs (the counter saw {facts['executed_flops'] / nominal:.1%} of them: the candidate "

@@ -18,7 +18,8 @@ from typing import Any
 from harness.profile import CATEGORIES
 
 TEXT_LIMIT = 300          # characters of any one worker string that are kept
-INFO_ENTRIES = 32         # keys of a candidate's `info`
+INFO_ENTRIES = 32         # keys of a candidate's `info` (and items of any list or dict in it)
+INFO_BYTES = 8192         # its size as JSON: it describes a configuration, it carries no data
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]+")
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>|#~])")
 
@@ -58,23 +59,29 @@ def _text(msg: dict[str, Any], key: str) -> str | None:
     return one_line(value)
 
 
-def _scalar(value: Any) -> Any:
+def _inert(value: Any, depth: int = 0) -> Any:
+    """A JSON value with every string made one short line; nesting past 3 levels becomes text."""
     if value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
         return value
-    if isinstance(value, str):
-        return one_line(value, 200)
-    return one_line(json.dumps(value, default=str), 200)  # a nested value, kept as short text
+    if isinstance(value, str) or depth >= 3 or not isinstance(value, (dict, list)):
+        return one_line(value if isinstance(value, str) else json.dumps(value, default=str), 200)
+    if isinstance(value, list):
+        return [_inert(v, depth + 1) for v in value[:INFO_ENTRIES]]
+    return {one_line(k, 64): _inert(v, depth + 1) for k, v in list(value.items())[:INFO_ENTRIES]}
 
 
 def info(value: Any) -> dict[str, Any]:
-    """The candidate's description of itself: a flat dict of short scalars."""
+    """The candidate's description of itself: a small dict whose strings are inert."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise Malformed(f"info is a {type(value).__name__}, not a dict")
     if len(value) > INFO_ENTRIES:
         raise Malformed(f"info has {len(value)} entries; at most {INFO_ENTRIES}")
-    return {one_line(k, 64): _scalar(v) for k, v in value.items()}
+    clean = _inert(value)
+    if len(json.dumps(clean)) > INFO_BYTES:
+        raise Malformed(f"info is over {INFO_BYTES} bytes")
+    return clean
 
 
 def ready(msg: dict[str, Any]) -> tuple[int, float]:

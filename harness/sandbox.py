@@ -7,9 +7,10 @@ sandbox use) starts the worker in new user, PID, network, IPC, UTS and mount nam
 every capability dropped, no new user namespaces inside, a session of its own and a death tied to
 the harness's. What follows for the candidate:
 
-- PID: it sees only its own processes. The harness has no PID there (getppid() is 0), so no
-  signal, ptrace, scheduler, priority, affinity or rlimit call can reach it; when the worker's
-  first process dies the kernel kills every process in the namespace, however many it forked.
+- PID: it sees only its own processes, and is PID 1 itself (no bwrap process inside, whose
+  command line would show how it was started). The harness has no PID there (getppid() is 0), so
+  no signal, ptrace, scheduler, priority, affinity or rlimit call can reach it; when the worker
+  exits the kernel kills every process in the namespace, however many it forked.
 - Network: a loopback of its own and nothing else; no TCP, UDP or abstract socket reaches the host.
 - Mount: the filesystem read-only; the project folders (the repository and the target's folder)
   replaced by empty ones into which only what the worker needs is put back, read-only: the
@@ -94,7 +95,7 @@ def _put_back(dest: Path, hidden: set[Path]) -> list[str]:
     if not real.exists() or any(_under(real, h) for h in hidden):
         return []
     if not any(_under(h, real) for h in hidden):
-        return ["--ro-bind", str(real), str(dest)]
+        return ["--ro-bind-try", str(real), str(dest)]  # -try: a file that vanished since is just absent
     args = ["--dir", str(dest)]
     for entry in sorted(real.iterdir()):
         args += _put_back(dest / entry.name, hidden)
@@ -107,7 +108,7 @@ def wrap(argv: list[str], view: View) -> list[str]:
     if exe is None:
         raise Unavailable("bubblewrap is not installed (apt-get install bubblewrap)")
     hidden = {Path(os.path.realpath(h)) for h in view.hidden}
-    args = [exe, *NAMESPACES, "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+    args = [exe, *NAMESPACES, "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--as-pid-1",
             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     for dev in DEVICES + tuple(str(p) for p in sorted(Path("/dev").glob("nvidia[0-9]*"))):
         args += ["--dev-bind-try", dev, dev]

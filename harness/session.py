@@ -92,20 +92,24 @@ def _poison(t: torch.Tensor) -> None:
 class WorkerProcess:
     """A started worker: request/reply with timeouts, and a teardown that leaves nothing running."""
 
-    def __init__(self, cfg: dict[str, Any], pass_fds: list[int], env: dict[str, str], view: sandbox.View | None,
+    def __init__(self, cfg: dict[str, Any], buffer_fds: list[int], env: dict[str, str], view: sandbox.View | None,
                  timeouts: dict[str, float]) -> None:
         become_subreaper()
         self.timeouts = timeouts
         parent, child = socket.socketpair()
-        argv = [sys.executable, "-m", "harness.worker", str(child.fileno())]
+        fds = [child.fileno(), *buffer_fds]  # the worker moves them to 3, 4, 5 (worker.settle_fds)
+        argv = [sys.executable, "-m", "harness.worker", *map(str, fds)]
         self.proc = subprocess.Popen(
             sandbox.wrap(argv, view) if view else argv, cwd=HARNESS.parent, env=env,
-            pass_fds=[child.fileno(), *pass_fds], start_new_session=True,
+            pass_fds=fds, start_new_session=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         child.close()
         self.tail = Tail(self.proc.stdout)
         self.chan = Channel(parent)
-        self.chan.send(cfg)
+        try:
+            self.chan.send(cfg)
+        except ChannelClosed as e:  # it never started: bwrap's own output says why
+            raise Failed("crash", self.death(str(e))) from None
 
     def request(self, op: str, timeout: float) -> dict[str, Any]:
         self.chan.send({"op": op})
@@ -203,8 +207,11 @@ class Session:
             "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": self._writable(scratch)}
             if self.landlock_abi > 0 else None,
         }
-        self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], self._env(scratch),
-                                    None if self.unsandboxed else self._view(), self.timeouts)
+        try:
+            self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], self._env(scratch),
+                                        None if self.unsandboxed else self._view(), self.timeouts)
+        except Failed as e:
+            raise C.SetupError(f"the worker could not start: {e}") from None
         # While the worker starts, load what only this process may see.
         self.pool = C.load_pool(self.goals, self.adapter, self.preset, self.device)
         if C.reference_follows_output(self.adapter):

@@ -154,8 +154,9 @@ class SharedBuffer:
         return self._fd
 
     def spec(self) -> dict[str, Any]:
+        """What the worker needs to map it, besides the descriptor (which it finds at a fixed number)."""
         return {"shape": self.shape, "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
-                "nbytes": _nbytes(self.shape, self.dtype), "fd": self._fd}
+                "nbytes": _nbytes(self.shape, self.dtype)}
 
     def close(self) -> None:
         self.tensor = None
@@ -176,17 +177,17 @@ class SharedBuffer:
             self._fd = -1
 
 
-def attach(spec: dict[str, Any]) -> torch.Tensor:
-    """The worker's view of a buffer the harness made (it lives as long as the worker)."""
+def attach(spec: dict[str, Any], fd: int) -> torch.Tensor:
+    """The worker's view of a buffer the harness made, from its descriptor (it lives as long as the worker)."""
     dtype = getattr(torch, spec["dtype"])
     if spec["device"] == "cuda":
         lib = _cuda_context()
         size = _padded(spec["nbytes"], lib)
         handle = ctypes.c_uint64()
-        _check(lib.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(spec["fd"]),
+        _check(lib.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd),
                                                   _CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
                "cuMemImportFromShareableHandle")
         raw = torch.as_tensor(_DeviceArray(_map(lib, handle.value, size), spec["nbytes"]), device="cuda")
     else:
-        raw = torch.frombuffer(mmap.mmap(spec["fd"], spec["nbytes"]), dtype=torch.uint8)
+        raw = torch.frombuffer(mmap.mmap(fd, spec["nbytes"]), dtype=torch.uint8)
     return _as_tensor(raw, spec["shape"], dtype)

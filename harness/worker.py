@@ -1,8 +1,12 @@
 """The worker: the only process that runs candidate code. Started by harness/session.py.
 
-    python -m harness.worker FD      (FD: the socket to the harness; nothing else on the command line)
+    python -m harness.worker SOCKET INPUT OUTPUT     (the descriptors it inherited)
 
 Its life, in order:
+ 0. move its descriptors to 3, 4 and 5, close every other, and start again as
+    `python -m harness.worker 3 4 5`: the numbers the harness had free depend on the tool that
+    started it (run_experiment holds lock files, verify does not), and a candidate could read
+    them in /proc/self; now every tool's worker looks the same;
  1. read the configuration from the harness;
  2. apply Landlock (harness/landlock.py), the second wall inside the namespaces the harness
     started it in (harness/sandbox.py), while it still has one thread and no candidate code;
@@ -25,6 +29,7 @@ checks every output); what the worker reports besides (info, profile) is informa
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import sys
@@ -36,6 +41,22 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 from harness import landlock  # noqa: E402  (standard library only)
 from harness.channel import Channel  # noqa: E402
+
+
+CHANNEL_FD, INPUT_FD, OUTPUT_FD = 3, 4, 5
+FIRST_FREE_FD = 6
+
+
+def settle_fds(given: list[int]) -> bool:
+    """Put the inherited descriptors at 3, 4, 5 and close every other above 2. True when they
+    moved, and this process must start again for its command line to be the same for every tool."""
+    wanted = [CHANNEL_FD, INPUT_FD, OUTPUT_FD]
+    if given != wanted:
+        copies = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in given]  # above every target first
+        for target, fd in zip(wanted, copies):
+            os.dup2(fd, target, inheritable=True)
+    os.closerange(FIRST_FREE_FD, os.sysconf("SC_OPEN_MAX"))
+    return given != wanted
 
 
 def _one_line(e: BaseException) -> str:
@@ -57,8 +78,8 @@ class Worker:
 
         self.torch, self.C, self.chan, self.cfg = torch, C, chan, cfg
         self.device = cfg["device"]
-        self.inp = shared.attach(cfg["input"])
-        self.out = shared.attach(cfg["output"])
+        self.inp = shared.attach(cfg["input"], INPUT_FD)
+        self.out = shared.attach(cfg["output"], OUTPUT_FD)
         goals = C.load_goals()
         self.goals = goals
         self.adapter = C.load_adapter(goals)
@@ -194,7 +215,9 @@ def serve(chan: Channel) -> None:
 
 
 def main() -> None:
-    chan = Channel(socket.socket(fileno=int(sys.argv[1])))
+    if settle_fds([int(a) for a in sys.argv[1:4]]):
+        os.execv(sys.executable, [sys.executable, "-m", "harness.worker", *map(str, (CHANNEL_FD, INPUT_FD, OUTPUT_FD))])
+    chan = Channel(socket.socket(fileno=CHANNEL_FD))
     try:
         serve(chan)
     except landlock.Unavailable as e:
