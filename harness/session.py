@@ -236,14 +236,18 @@ class Session:
         return hidden
 
     def _view(self) -> sandbox.View:
-        """The project as the worker sees it: only what it needs to load the model and the candidate."""
-        adapter_top = sys.modules[self.adapter.__name__.split(".")[0]]
-        package = Path(adapter_top.__file__).parent if adapter_top.__file__ else None
-        python = {Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path) if p and os.path.isdir(p)}
+        """The project as the worker sees it: its code (the Python modules and packages at the top
+        of the repository and of the target's folder: the harness, the adapter and what it
+        imports), the goals file, the assets minus the hidden ones, the candidate's folder and the
+        interpreter's paths; none of the records, locks, results or history."""
         projects = [HARNESS.parent, C.root()]
         home = self.candidate.parent  # importable, as a script's folder is: its modules, not the records
-        code = sorted(home.glob("*.py")) if home.resolve() in {p.resolve() for p in projects} else [home]
-        visible = [HARNESS, C.goals_path(), C.assets_dir(), *code, *python] + ([package] if package else [])
+        code = [e for top in {*projects, home} if top.resolve() in {p.resolve() for p in projects}
+                for e in sorted(top.iterdir()) if e.suffix == ".py" or (e / "__init__.py").is_file()]
+        if home.resolve() not in {p.resolve() for p in projects}:
+            code.append(home)
+        python = {Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path) if p and os.path.isdir(p)}
+        visible = [HARNESS, C.goals_path(), C.assets_dir(), *code, *python]
         return sandbox.View(masked=projects, visible=visible, hidden=self._hidden(), chdir=HARNESS.parent)
 
     def _writable(self, scratch: str) -> list[str]:
