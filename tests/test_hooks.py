@@ -284,7 +284,8 @@ def test_other_tools_pass(project):
 
 
 @pytest.mark.parametrize("name", ["CronCreate", "EnterWorktree", "Monitor", "Workflow", "ScheduleWakeup",
-                                  "NotebookEdit", "mcp__github__create_pr", "SomeToolOfAFutureRelease"])
+                                  "NotebookEdit", "ListAgents", "mcp__github__create_pr",
+                                  "SomeToolOfAFutureRelease"])
 def test_tools_the_loop_does_not_use_are_refused(project, name):
     """Denied by default: a tool is let through only if the loop uses it (LOOP_TOOLS)."""
     r = run_hook("guard_frozen.py", tool(project, name, {"command": "echo hi"}), project)

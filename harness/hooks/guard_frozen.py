@@ -45,9 +45,11 @@ from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload
 
 # The file tools of Claude Code 2.1.330 (MultiEdit is gone; Grep and Glob are not tools in native builds).
 EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
-# Every tool the loop uses (main agent, model-optimizer, the built-in Explore): the rest is refused.
+# Every tool the loop uses (main agent, model-optimizer, the built-in Explore): the rest is refused,
+# a tool that a later Claude Code adds, an MCP server's, and ones 2.1.330 has that the settings do
+# not name (ListAgents).
 LOOP_TOOLS = {"Read", "Edit", "Write", "Bash", "Agent", "Task", "ToolSearch", "WebSearch", "WebFetch", "TaskStop",
-              "TaskOutput", "ListAgents", "SendMessage", "TodoWrite", "Glob", "Grep", "ReportFindings"}
+              "TaskOutput", "SendMessage", "TodoWrite", "Glob", "Grep", "ReportFindings"}
 # What the agent may pass to each harness tool: option -> takes a value. Everything else (--apply,
 # --record-out, --measure-only, --unsandboxed, --rebaseline, --out, --frames-out, --force...)
 # writes where it names, trusts a record, or skips a protection: the person's.
