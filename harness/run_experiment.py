@@ -287,7 +287,7 @@ def check_frozen(base: dict[str, str] | None, fh: str) -> None:
 def check_record_out(path: Path) -> None:
     """A record file is a new .json outside the files the harness trusts (its code, goals, records)."""
     out = path.resolve()
-    trusted = [HARNESS, *(C.root().resolve() / d for d in ("records", "profiles", "quality"))]
+    trusted = [HARNESS, *(C.root().resolve() / d for d in ("harness", "records", "profiles", "quality"))]
     if out.suffix != ".json" or out == C.goals_path() or any(out.is_relative_to(t) for t in trusted):
         raise Refused(f"--record-out {path}: a record goes to a .json file of its own, not over goals.json, "
                       "harness/, records/, profiles/ or quality/")

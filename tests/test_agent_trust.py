@@ -72,7 +72,8 @@ def write(path: Path, recs: list[dict], signature: str | None) -> Path:
 
 @pytest.fixture
 def ws(tmp_path: Path, key_dir: Path) -> Path:
-    return make_toy(tmp_path / "ws", git=True)
+    """harness/ copied, not linked: a defence that failed here must not overwrite the real one."""
+    return make_toy(tmp_path / "ws", copy_harness=True, git=True)
 
 
 def refused(ws: Path, *args: str) -> str:
@@ -112,7 +113,8 @@ def test_apply_checks_every_field_even_of_a_signed_record(ws: Path, tmp_path: Pa
     assert not list(ws.rglob("best_*")) and not (ws / "records").exists()
 
 
-@pytest.mark.parametrize("out", ["goals.json", "harness/hooks/guard_frozen.py", "records/e001.json", "rec.txt"])
+@pytest.mark.parametrize("out", ["goals.json", "harness/hooks/guard_frozen.py", "harness/hooks/x.json",
+                                 "records/e001.json", "rec.txt"])
 def test_record_out_never_overwrites_what_the_harness_trusts(ws: Path, out: str):
     before = {p: p.read_bytes() for p in (ws / "goals.json", ws / "harness" / "hooks" / "guard_frozen.py")}
     reason = refused(ws, "--desc", "x", "--measure-only", "--record-out", str(ws / out))
