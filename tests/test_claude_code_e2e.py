@@ -354,7 +354,7 @@ def test_the_agent_cannot_fake_the_record(trust_scratch):
     main = [
         attack,                                                                                   # 0: OS sandbox
         [b for w in writes for b in call("Write", file_path=w, content="forged")]
-        + call("Read", file_path=str(t["key"])),                                                  # 1: deny rules
+        + call("Read", file_path=str(t["key"])) + call("Read", file_path=str(root / "key.lnk")),  # 1: deny rules
         [b for c in person_only for b in bash(c, unsandboxed=True)],                              # 2: hook
         bash(f'{run} --desc "planted interpreter"', unsandboxed=True),                            # 3: hook
         [b for name in tools for b in call(name, command="echo hi", prompt="hi", cron="* * * * *")]
@@ -379,10 +379,11 @@ def test_the_agent_cannot_fake_the_record(trust_scratch):
         assert not out["is_error"], out
         tried = json.loads(out["text"].strip().splitlines()[-1])
         assert set(json.loads(t["paths"].read_text())) < set(tried)
+        assert tried.pop("key.lnk made") == "link"
         written = {p: e for p, e in tried.items() if e in ("written", "read")}
         assert written == {}, written  # refused by the OS sandbox (read-only mounts, the key folder hidden)
         assert set(tried.values()) <= {"EROFS", "ENOTDIR", "EEXIST", "ENOENT", "EACCES", "EPERM"}, tried
-    assert [refused_by(r) for r in results_of(server, "main", 1)] == ["deny rule"] * (len(writes) + 1)
+    assert [refused_by(r) for r in results_of(server, "main", 1)] == ["deny rule"] * (len(writes) + 2)
     person = results_of(server, "main", 2)
     assert [refused_by(r) for r in person] == ["hook"] * len(person_only)
     assert all("is the person's" in r["text"] for r in person), person

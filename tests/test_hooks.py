@@ -129,7 +129,8 @@ def bash(project: Path, command: str, unsandboxed: bool = True, cwd: Path | None
 
 UNSANDBOXED_ALLOWED = [
     'python harness/run_experiment.py --desc "bf16 weights (channels_last) & fused bias"',
-    "python3 harness/verify.py --preset tiny --candidate /tmp/try.py",
+    "python3 harness/verify.py --preset tiny --candidate candidates/try.py",
+    "python harness/bench.py --candidate=candidates/try.py",
     "python harness/bench.py --baseline",
     "python harness/profile.py --preset tiny",
     "python harness/wave.py candidates/a.py candidates/b.py --no-profile",
@@ -177,6 +178,8 @@ UNSANDBOXED_REFUSED = [
     "python harness/profile.py --out harness/hooks/guard_frozen.py",
     "python harness/profile.py --candidate candidates/e050.py",
     "python harness/floor.py --force",
+    "python harness/verify.py --candidate /tmp/try.py",
+    "python harness/bench.py --candidate=/home/u/.config/auto-optim/record-key",
     "python harness/make_latent.py",
     "python harness/hooks/guard_frozen.py",
     "nvidia-smi -pm 1",
@@ -421,6 +424,14 @@ def test_main_stop_passes_while_a_harness_run_holds_the_lock(project):
     assert decision(run_hook("stop_gate.py", fake, project))["decision"] == "block"
     (project / "runs" / "run_experiment.lock").write_text(f"pid {os.getpid()}, since now")  # alive, not the harness
     assert decision(run_hook("stop_gate.py", stop(project), project))["decision"] == "block"
+    # the harness's command line alone, without the lock held (a pid written earlier, reused)
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(script)])
+    try:
+        (project / "runs" / "run_experiment.lock").write_text(f"pid {run.pid}, since now")
+        assert decision(run_hook("stop_gate.py", stop(project), project))["decision"] == "block"
+    finally:
+        run.kill()
+        run.wait()
 
 
 @pytest.mark.parametrize("task", [background_task("completed"), background_task("running", "Explore"),

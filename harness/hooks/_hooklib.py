@@ -27,8 +27,8 @@ TARGET_FILES = ("goals.json", "assets", "results.tsv", "leaderboard.md", "record
                 "progress.png")
 # Per project: the code the harness and hooks run (and a virtual environment, should one be made
 # here), the agent's own contract, Claude Code's configuration, git, and what a person runs.
-PROJECT_FILES = ("harness", ".claude", ".git", "AGENTS.md", "CLAUDE.md", "program.md", ".venv", "venv", "scripts",
-                 "tests", ".ci", "requirements.txt", "requirements-dev.txt")
+PROJECT_FILES = ("harness", ".claude", ".git", "AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", "program.md", ".venv", "venv",
+                 "scripts", "tests", ".ci", "requirements.txt", "requirements-dev.txt")
 
 # Where the agent writes the variants of a wave (harness/wave.py): beside the candidate, writable.
 CANDIDATES_DIR = "candidates"

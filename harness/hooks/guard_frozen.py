@@ -64,7 +64,7 @@ AGENT_OPTIONS: dict[str, dict[str, bool]] = {
     "floor.py": {**READ, "--verdict": False},
 }
 PERSON_ONLY = ("--apply", "--record-out", "--measure-only", "--unsandboxed", "--rebaseline")
-WAVE_MEMBER = re.compile(r"^candidates/[\w.-]+\.py$")  # wave.py's positional files
+WAVE_MEMBER = re.compile(r"^candidates/[\w.-]+\.py$")  # wave.py's positional files, verify/bench's --candidate
 PYTHON = re.compile(r"^python3?$")
 OPERATOR = re.compile(r"^[();<>|&]+$")
 NVIDIA_SMI_READS = re.compile(r"^(-L|-q|--query-gpu=[\w.,]+|--format=[\w,]+)$")
@@ -103,6 +103,10 @@ def check_arguments(script: str, args: list[str]) -> None:
                     raise Blocked(f"`{name}` needs a value of its own.")
             elif eq and not allowed[name]:
                 raise Blocked(f"`{name}` takes no value.")
+            value = word.partition("=")[2] if eq else args[i]
+            if name == "--candidate" and not WAVE_MEMBER.match(value):
+                # the harness reads that file outside the sandbox: a candidate, not the signing key
+                raise Blocked(f"`--candidate` names a file in candidates/ (candidates/NAME.py), not `{value}`.")
         elif word.startswith("-"):
             person = next((f for f in PERSON_ONLY if len(name) > 4 and f.startswith(name)), None)
             if person:

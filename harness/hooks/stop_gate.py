@@ -148,11 +148,16 @@ HARNESS_RUNS = ("harness/run_experiment.py", "harness/wave.py")
 
 def harness_running(root: Path) -> bool:
     """A run_experiment or wave holds this checkout's lock: the pid it wrote there ("pid N, since
-    ...", records.lock_file) is alive and its command line is that harness script."""
+    ...", records.lock_file) holds an exclusive flock on that file (/proc/locks), is alive and its
+    command line is that harness script."""
+    lock = root / LOCK
     try:
-        words = (root / LOCK).read_text().split()
+        words = lock.read_text().split()
         pid = int(words[1].rstrip(",")) if words[:1] == ["pid"] else 0
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if pid > 0 else []
+        inode = lock.stat().st_ino
+        held = any(f[1:5] == ["FLOCK", "ADVISORY", "WRITE", str(pid)] and f[5].endswith(f":{inode}")
+                   for f in (line.split() for line in Path("/proc/locks").read_text().splitlines()) if len(f) > 5)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if pid > 0 and held else []
     except (OSError, ValueError, IndexError):
         return False
     return any(arg.decode(errors="replace").endswith(HARNESS_RUNS) for arg in cmdline)
