@@ -509,6 +509,16 @@ def test_settings_json_denies_every_protected_path_and_requires_the_sandbox():
         "Bash(nvidia-smi:*)"}
 
 
+def test_settings_json_hides_every_targets_inputs_and_references():
+    """The benchmark input's secret seed, the references and the pool: read only by the harness."""
+    sys.path.insert(0, str(HOOKS))
+    from _hooklib import secret_paths
+    deny = set(json.loads((REPO / ".claude" / "settings.json").read_text())["permissions"]["deny"])
+    assert {"assets", "targets/llm-decode/assets"} <= set(secret_paths(REPO))
+    for name in secret_paths(REPO):
+        assert f"Read(/{name}/**)" in deny, name
+
+
 def test_settings_json_hides_the_signing_key():
     """The key that signs records (harness/signing.py) is unreadable to the sandboxed shell and the Read tool."""
     from harness import signing

@@ -76,6 +76,21 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+# Per target, what the agent may not even read: the benchmark input (made from a secret seed, kept in
+# its asset), its reference and the pool. An agent that read the seed could write it into the
+# candidate, which would rebuild the input and decode it before the clock starts.
+TARGET_SECRETS = ("assets",)
+
+
+def secret_paths(root: Path) -> list[str]:
+    """Every path, relative to the project root, that the agent may not read (TARGET_SECRETS)."""
+    out = []
+    for folder in target_folders(root):
+        rel = folder.relative_to(root).as_posix()
+        out += [("" if rel == "." else rel + "/") + name for name in TARGET_SECRETS]
+    return out
+
+
 def target_folders(root: Path) -> list[Path]:
     """The project root and every targets/<name>/ that holds a goals.json."""
     return [root, *sorted(p.parent for p in root.glob("targets/*/goals.json"))]
