@@ -15,7 +15,10 @@ sandbox (dangerouslyDisableSandbox, approved by the allow rules); the experiment
 that way, as it must on a GPU machine (/dev inside the sandbox has no /dev/nvidia*).
 
 Skips when the CLI is absent, or bubblewrap or socat is (the settings refuse to start unsandboxed).
-Takes about a minute on 2 CPU cores; one real experiment (the toy's baseline and a keeper) in it.
+Also (test_the_agent_cannot_fake_the_record) a misbehaving agent and its subagent, with the settings'
+protections and a venv planted in the project: every attempt is refused, and the test names who
+refused it (Claude Code's deny rules, the guard hook, the OS sandbox).
+Takes about a minute and a half on 2 CPU cores; one real experiment (the toy's baseline and a keeper) in it.
 Run:  bash .ci/install-claude-code.sh && python -m pytest -q tests/test_claude_code_e2e.py
 """
 
