@@ -255,6 +255,23 @@ def test_harness_refused_while_a_planted_module_sits_at_the_root(project, plante
     assert r.returncode == 2 and planted.split("/")[0] in r.stderr
 
 
+@pytest.mark.parametrize("link", ["optimize.py", "candidates/a.py", "candidates"])
+def test_harness_refused_while_a_candidate_is_a_link(project, tmp_path_factory, link):
+    """A candidate linked to the signing key (or any file the agent may not read) would be read,
+    hashed and reported by the harness outside the sandbox."""
+    secret = tmp_path_factory.mktemp("key") / "record-key"
+    secret.write_bytes(b"k" * 32)
+    if link != "candidates":
+        (project / "candidates").mkdir(exist_ok=True)
+    target = project / link
+    target.unlink(missing_ok=True)
+    target.symlink_to(secret.parent if link == "candidates" else secret)
+    if link == "candidates":
+        (secret.parent / "b.py").write_text("# elsewhere\n")
+    r = run_hook("guard_frozen.py", bash(project, "python harness/verify.py --candidate candidates/b.py"), project)
+    assert r.returncode == 2 and "not a link" in r.stderr, r.stderr
+
+
 def test_tracked_packages_at_the_root_are_not_planted(project):
     (project / "model" / "__init__.py").write_text("")
     def git(*a):

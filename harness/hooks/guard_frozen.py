@@ -41,7 +41,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload  # noqa: E402
+from _hooklib import CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload  # noqa: E402
 
 # The file tools of Claude Code 2.1.330 (MultiEdit is gone; Grep and Glob are not tools in native builds).
 EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
@@ -184,6 +184,20 @@ def check_unsandboxed(command: str, cwd: Path, root: Path) -> None:
     if planted:
         raise Blocked(f"the project root holds {', '.join(planted)}, which the harness could import in place of a "
                       "real module; delete it (scratch files belong in $TMPDIR) and run the harness again.")
+    linked = linked_sources(root)
+    if linked:
+        raise Blocked(f"{', '.join(linked)} must be a file of its own, not a link: the harness reads it outside the "
+                      "sandbox (and records it).")
+
+
+def linked_sources(root: Path) -> list[str]:
+    """The files the harness would read as candidate source (the candidate, candidates/*.py) that
+    are symlinks or lie elsewhere: a link to a file the agent may not read (the signing key) would be
+    read, hashed and reported by the harness, outside the sandbox."""
+    real_root = Path(os.path.realpath(root))
+    files = [root / candidate_name(root), *sorted((root / CANDIDATES_DIR).glob("*"))]
+    return [str(f.relative_to(root)) for f in files
+            if f.is_symlink() or not Path(os.path.realpath(f)).is_relative_to(real_root)]
 
 
 def check_bash(tool_input: dict, cwd: Path, root: Path) -> None:
