@@ -125,7 +125,8 @@ def interpreter_problem(name: str, root: Path) -> str | None:
     project, where the sandboxed agent can write (a .pth file, sitecustomize.py, bin/python)."""
     exe = shutil.which(name)
     if exe is None:
-        return f"`{name}` is not on PATH."
+        return (f"`{name}` is not on Claude Code's PATH: start claude with the Python environment "
+                "(outside the project) activated.")
     p = subprocess.run([exe, "-I", "-S", "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True,
                        timeout=10)
     for path in (exe, os.path.realpath(exe), p.stdout.strip() if p.returncode == 0 else exe):
