@@ -363,7 +363,7 @@ RECORD_FIELDS: dict[str, Any] = {
     "profile": _optional(lambda v: isinstance(v, dict)),
     "strip_png": _optional(_base64),
 }
-FACT_NUMBERS = ("median_s", "spread_s", "min_s", "max_s", "warmup_s", "quality", "max_abs")
+FACT_NUMBERS = ("median_s", "spread_s", "min_s", "max_s", "warmup_s", "max_abs")
 FACT_TEXT = ("gpu", "weights_kind", "torch", "cuda", "cudnn", "sandbox")
 
 
@@ -374,6 +374,9 @@ def validate_record(rec: Any, goals: dict[str, Any]) -> None:
     bad = [k for k, ok in RECORD_FIELDS.items() if not ok(rec.get(k))]
     facts = rec.get("facts") if isinstance(rec.get("facts"), dict) else {}
     bad += [f"facts.{k}" for k in FACT_NUMBERS if not _optional(_number)(facts.get(k))]
+    quality = facts.get("quality")  # a PSNR is infinite for an output equal to its reference
+    if quality is not None and not (_number(quality) or quality in (float("inf"), float("-inf"))):
+        bad.append("facts.quality")
     bad += [f"facts.{k}" for k in FACT_TEXT if facts.get(k) is not None and not _text(str(facts[k]))]
     if rec.get("preset") not in goals["presets"]:
         bad.append("preset (not a preset of goals.json)")

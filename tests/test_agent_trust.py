@@ -85,6 +85,7 @@ def refused(ws: Path, *args: str) -> str:
 
 def test_apply_records_only_what_this_key_signed(ws: Path, tmp_path: Path):
     rec = baseline_record()
+    rec["facts"]["quality"] = float("inf")  # a PSNR against an identical reference
     unsigned = write(tmp_path / "forged.json", [rec], None)
     assert "not signed with this person's key" in refused(ws, "--apply", str(unsigned))
     edited = write(tmp_path / "edited.json", [rec], signing.sign({"experiments": [baseline_record(metric=0.0001)]}))
@@ -104,6 +105,7 @@ def test_apply_records_only_what_this_key_signed(ws: Path, tmp_path: Path):
     ({"metric": "fast"}, "metric"),
     ({"strip_png": "not base64 !"}, "strip_png"),
     ({"facts": {"median_s": float("nan"), "gpu": "CPU (test)"}}, "facts.median_s"),
+    ({"facts": {"median_s": 0.4, "quality": float("nan"), "gpu": "CPU (test)"}}, "facts.quality"),
 ])
 def test_apply_checks_every_field_even_of_a_signed_record(ws: Path, tmp_path: Path, change: dict, field: str):
     """No path is ever taken from a record: a preset must be one of goals.json's."""
