@@ -68,6 +68,35 @@ def load_adapter(goals: dict[str, Any]) -> ModuleType:
     return importlib.import_module(goals["adapter"])
 
 
+def untrusted_python(prefix: str, executable: str, paths: list[str], projects: list[Path]) -> str | None:
+    """Why this interpreter may not run the harness, or None: it, its environment (sys.prefix) or a
+    site-packages it imports from lies inside a project folder, where the agent's sandboxed shell
+    could write code that the harness, run outside that sandbox, would execute (a .pth file, a
+    sitecustomize.py, a replaced bin/python). Paths as given, not resolved: a venv's bin/python is
+    a symlink to a system interpreter, and the venv is what counts."""
+    packages = [p for p in paths if p and Path(p).name in ("site-packages", "dist-packages")]
+    for project in projects:
+        for what, path in (("environment", prefix), ("interpreter", executable), *(("site-packages", p) for p in packages)):
+            if Path(os.path.abspath(path)).is_relative_to(project):
+                return (f"the Python {what} {path} is inside the project {project}, where the agent can write; "
+                        "make the virtual environment outside it (README, Quickstart: python3 -m venv ~/.venvs/auto-optim)")
+    return None
+
+
+def _refuse_untrusted_python() -> None:
+    """Every harness tool starts here (it imports this module): one line and exit 2 from an
+    interpreter inside the project. Code planted there has run already by now (site runs first),
+    which is why the Claude Code hooks start an absolute interpreter with -I and the guard refuses
+    such an interpreter before it starts; this tells a person to move the environment."""
+    main = Path(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else None
+    if main is None or not main.is_relative_to(_HERE):
+        return  # imported by a test or a notebook, not a harness tool
+    why = untrusted_python(sys.prefix, sys.executable, sys.path, sorted({REPO, root().resolve()}))
+    if why:
+        print(f"harness: refused: {why}", file=sys.stderr)
+        sys.exit(2)
+
+
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -306,3 +335,6 @@ def emit(human: list[str], facts: dict[str, Any]) -> None:
             print(f"{key}: {value}")
     print(json.dumps(facts, default=str))
     sys.stdout.flush()
+
+
+_refuse_untrusted_python()

@@ -39,8 +39,12 @@ entry, else 0) holds it, and a second measurement there waits. records.lock: hel
 reading results.tsv to the last write, so writers that finish together stay whole.
 
 Record-file mode, for a GPU machine without .git: --measure-only measures (and profiles a
-would-be keeper, judged against --best-median or results.tsv there) and writes a JSON record;
---apply does the bookkeeping half in the git checkout.
+would-be keeper, judged against --best-median or results.tsv there) and writes a JSON record,
+signed with the person's key (harness/signing.py; give that machine a copy of the key folder
+through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checkout, for a record
+that key signed only, and checks every field of it (read_record_file, validate_record).
+--apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's: Claude
+Code's hook (harness/hooks/guard_frozen.py) refuses them to the agent.
 Exit: 0 recorded keeper/baseline or a re-run within noise, 1 other recorded rows, 2 refused
 (nothing recorded).
 """
@@ -61,6 +65,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _commo
 from harness import _common as C  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import records as R  # noqa: E402
+from harness import signing  # noqa: E402
 from harness.replies import markdown  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
@@ -277,6 +282,112 @@ def check_frozen(base: dict[str, str] | None, fh: str) -> None:
             f"to the frozen files, or (a person, on purpose) rerun with --rebaseline to start a new baseline.")
 
 
+# --- record files -------------------------------------------------------------------------------
+
+def check_record_out(path: Path) -> None:
+    """A record file is a new .json outside the files the harness trusts (its code, goals, records)."""
+    out = path.resolve()
+    trusted = [HARNESS, *(C.root().resolve() / d for d in ("harness", "records", "profiles", "quality"))]
+    if out.suffix != ".json" or out == C.goals_path() or any(out.is_relative_to(t) for t in trusted):
+        raise Refused(f"--record-out {path}: a record goes to a .json file of its own, not over goals.json, "
+                      "harness/, records/, profiles/ or quality/")
+
+
+def write_record_file(path: Path, recs: list[dict[str, Any]]) -> None:
+    """A --measure-only result: the experiments and their signature (harness/signing.py)."""
+    body = {"experiments": recs}
+    C.atomic_write(path, json.dumps({**body, "signature": signing.sign(body)}, indent=1, default=str))
+
+
+def read_record_file(path: Path, goals: dict[str, Any]) -> list[dict[str, Any]]:
+    """The experiments of a record file that this key signed, each field checked; else Refused."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise Refused(f"cannot read record {path}: {e}") from None
+    body = {"experiments": data.get("experiments")} if isinstance(data, dict) else None
+    if body is None or not signing.verify(body, data.get("signature")):
+        raise Refused(f"record {path} is not signed with this person's key ({signing.key_path()}): only a record "
+                      "that run_experiment.py --measure-only wrote with it can be applied")
+    recs = body["experiments"]
+    if not isinstance(recs, list) or not recs:
+        raise Refused(f"record {path} holds no experiments")
+    for rec in recs:
+        validate_record(rec, goals)
+    return recs
+
+
+HEX = re.compile(r"^[0-9a-f]{8,64}$")
+OUTCOMES = ("measured", *R.RED)
+
+
+def _text(v: Any) -> bool:
+    """One line of text: a results.tsv cell or a log line (no tab, newline or other control)."""
+    return isinstance(v, str) and not any(ord(c) < 32 or ord(c) == 127 for c in v)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _optional(check: Any) -> Any:
+    return lambda v: v is None or check(v)
+
+
+def _base64(v: Any) -> bool:
+    try:
+        base64.b64decode(v, validate=True)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+# Every field _apply reads from a record, and what it must be. No field is ever used as a path.
+RECORD_FIELDS: dict[str, Any] = {
+    "desc": lambda v: _text(v) and v.strip() != "",
+    "preset": _text,  # and a preset of goals.json: validate_record
+    "outcome": lambda v: v in OUTCOMES,
+    "frozen_hash": lambda v: isinstance(v, str) and bool(HEX.match(v)),
+    "timestamp": _text,
+    "facts": lambda v: isinstance(v, dict),
+    "candidate_sha": _optional(lambda v: isinstance(v, str) and bool(HEX.match(v))),
+    "candidate_file": _optional(_text),
+    "source": _optional(lambda v: isinstance(v, str)),
+    "rebaseline": _optional(lambda v: isinstance(v, bool)),
+    "no_profile": _optional(lambda v: isinstance(v, bool)),
+    "metric": _optional(_number),
+    "metric_spread": _optional(_number),
+    "wall_s": _optional(_number),
+    "reason": _optional(lambda v: isinstance(v, str)),
+    "profile_md": _optional(lambda v: isinstance(v, str)),
+    "profile": _optional(lambda v: isinstance(v, dict)),
+    "strip_png": _optional(_base64),
+}
+FACT_NUMBERS = ("median_s", "spread_s", "min_s", "max_s", "warmup_s", "max_abs")
+FACT_TEXT = ("gpu", "weights_kind", "torch", "cuda", "cudnn", "sandbox")
+
+
+def validate_record(rec: Any, goals: dict[str, Any]) -> None:
+    """Refused unless every field _apply uses has the type and range the measuring half gives it."""
+    if not isinstance(rec, dict):
+        raise Refused("a record must be a JSON object")
+    bad = [k for k, ok in RECORD_FIELDS.items() if not ok(rec.get(k))]
+    facts = rec.get("facts") if isinstance(rec.get("facts"), dict) else {}
+    bad += [f"facts.{k}" for k in FACT_NUMBERS if not _optional(_number)(facts.get(k))]
+    quality = facts.get("quality")  # a PSNR is infinite for an output equal to its reference
+    if quality is not None and not (_number(quality) or quality in (float("inf"), float("-inf"))):
+        bad.append("facts.quality")
+    bad += [f"facts.{k}" for k in FACT_TEXT if facts.get(k) is not None and not _text(str(facts[k]))]
+    if rec.get("preset") not in goals["presets"]:
+        bad.append("preset (not a preset of goals.json)")
+    if rec.get("outcome") == "measured" and not (_number(rec.get("metric")) and _number(rec.get("metric_spread"))
+                                                 and _number(facts.get("median_s")) and isinstance(rec.get("source"), str)
+                                                 and rec.get("candidate_sha")):
+        bad.append("a measured record's metric, median_s, source and candidate_sha")
+    if bad:
+        raise Refused(f"the record's {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not what run_experiment writes")
+
+
 # --- the bookkeeping half ----------------------------------------------------------------------
 
 def _git_repo() -> Any:
@@ -337,8 +448,10 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) 
 
 
 def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tuple[int, dict[str, Any]]:
+    validate_record(rec, goals)
     target = (C.root() / goals["candidate"]).resolve()
-    cand = Path(rec.get("candidate_file") or target).resolve()
+    # Whether the target itself was measured (then a revert restores it): compared, never opened.
+    measured_target = rec.get("candidate_file") in (None, str(target))
     rows = R.read_rows()
     preset = rec["preset"]
     f = rec.get("facts") or {}
@@ -349,7 +462,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         if base is None:
             raise Refused(f"no baseline row for preset {preset} on {gpu}: apply that machine's baseline record first")
         check_frozen(base, rec["frozen_hash"])
-    if cand == target and "source" in rec and target.is_file() and target.read_text() != rec["source"] \
+    if measured_target and "source" in rec and target.is_file() and target.read_text() != rec["source"] \
             and rec.get("outcome") != "tampered":
         raise Refused(f"{target.name} changed while it was being measured (the record holds other source). "
                       f"Nothing recorded; run it again and leave the file alone until it finishes.")
@@ -394,7 +507,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     elif status == "baseline":
         commit = _head(repo)  # the frozen baseline file, as committed
         _saved_best(preset).unlink(missing_ok=True)
-    elif cand == target:
+    elif measured_target:
         note = restore(current, target, preset, repo)
     versions = " ".join(f"{k} {f[k]}" for k in ("torch", "cuda", "cudnn") if f.get(k))
     row = {"exp": exp, "commit": commit, "timestamp": rec["timestamp"], "desc": rec["desc"], "status": status,
@@ -519,22 +632,20 @@ def main(argv: list[str] | None = None) -> int:
         # Measuring alone (a wave member, a cloud run) records nothing: it needs only its GPU.
         lock = None if a.measure_only else acquire_lock()
         if a.apply:
-            try:
-                data = json.loads(a.apply.read_text())
-            except (OSError, json.JSONDecodeError) as e:
-                raise Refused(f"cannot read record {a.apply}: {e}") from None
-            recs = data["experiments"] if "experiments" in data else [data]
+            recs = read_record_file(a.apply, goals)
         else:
             if not a.desc or not a.desc.strip():
                 raise Refused("--desc is required: say what this experiment changes")
             if a.measure_only and not a.record_out:
                 raise Refused("--measure-only needs --record-out FILE.json")
+            if a.record_out:
+                check_record_out(a.record_out)
             with device_lock():
                 recs = measure(a, goals)
             for rec in recs:
                 rec["no_profile"] = a.no_profile
             if a.measure_only:
-                C.atomic_write(a.record_out, json.dumps({"experiments": recs}, indent=1, default=str))
+                write_record_file(a.record_out, recs)
                 C.emit([f"record written to {a.record_out}: " + ", ".join(f"{r['desc']!r} {r['outcome']}"
                         + (f" (would be {r['would_be']})" if "would_be" in r else "") for r in recs),
                         f"apply it in the git checkout: python harness/run_experiment.py --apply {a.record_out.name}"],

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import os
 import signal
 import statistics
@@ -116,7 +115,10 @@ def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
             _live.discard(proc.pid)
     m["wall_s"] = time.perf_counter() - t0
     if code == 0 and m["record"].is_file():
-        m["recs"] = json.loads(m["record"].read_text())["experiments"]
+        try:  # signed by the member with this person's key, every field checked
+            m["recs"] = X.read_record_file(m["record"], C.load_goals())
+        except X.Refused as e:
+            m["refused"] = str(e)
         return
     tail = [ln for ln in (out / f"m{m['k']}.log").read_text(errors="replace").splitlines() if ln.strip()]
     if code == 2:  # refused (frozen files changed, assets missing): the wave refuses, as one experiment would

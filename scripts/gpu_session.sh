@@ -20,6 +20,13 @@
 # A `$ ` command finds the plan's candidates, as they were when it started, under
 # $PLAN_CANDIDATES (a bench of one of them after a later line's keep rewrote optimize.py).
 # A plan longer than one device call: scripts/gpu_background.sh starts and polls it.
+#
+# The signing key. Every record is signed with the person's key (harness/signing.py), and --apply
+# in the checkout records only what that key signed. Give this machine a copy of the key folder and
+# point AUTO_OPTIM_KEY_DIR at it (or put it at ~/.config/auto-optim here), e.g.
+#   scp -r ~/.config/auto-optim gpu:auto-optim-key && ssh gpu 'cd repo && AUTO_OPTIM_KEY_DIR=~/auto-optim-key bash scripts/gpu_session.sh OUT PLAN'
+# and delete the copy when the session is over. Without a key there the script refuses: a key made
+# on the GPU machine would sign records the checkout refuses.
 set -u
 preset=${PRESET:-full}
 out=${1:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
@@ -29,6 +36,11 @@ mkdir -p "$out/recs"
 root=$(dirname "${AUTO_OPTIM_GOALS:-goals.json}")   # plan paths are relative to the target's folder
 export PYTHONUNBUFFERED=1
 log() { echo "[$(date +%T)] $*"; }
+
+key=$(python3 -c 'from harness import signing; print(signing.key_path())')
+[ -s "$key" ] || { echo "gpu_session: no record-signing key at $key: copy your key folder to this machine and set" \
+  "AUTO_OPTIM_KEY_DIR to it (on the machine you apply on: python3 -c 'from harness import signing; signing.sign({})')" >&2; exit 2; }
+log "records signed with the key in $(dirname "$key")"
 
 log "assets"
 python3 harness/prepare.py --preset "$preset" --seeded 2>&1 | tail -n 3

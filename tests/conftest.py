@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -39,6 +40,8 @@ NARROW = Path(__file__).resolve().parent / "narrow_vae"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 GOALS_ENV = "AUTO_OPTIM_GOALS"  # harness/_common.py's GOALS_ENV, without importing torch here
+# The record-signing key (harness/signing.py) of this test run: never the person's own.
+os.environ["AUTO_OPTIM_KEY_DIR"] = tempfile.mkdtemp(prefix="auto-optim-test-key-")
 # The fixtures that hold (or make a process hold) the full-width VAE's weights: 2.2-2.8 GB.
 FULL_WIDTH = {"vae", "workspace"}
 

@@ -129,10 +129,15 @@ def bash(project: Path, command: str, unsandboxed: bool = True, cwd: Path | None
 
 UNSANDBOXED_ALLOWED = [
     'python harness/run_experiment.py --desc "bf16 weights (channels_last) & fused bias"',
-    "python3 harness/verify.py --preset tiny --candidate /tmp/try.py",
+    "python3 harness/verify.py --preset tiny --candidate candidates/try.py",
+    "python harness/bench.py --candidate=candidates/try.py",
     "python harness/bench.py --baseline",
-    "python harness/profile.py --out profiles/e012.md",
+    "python harness/profile.py --preset tiny",
     "python harness/wave.py candidates/a.py candidates/b.py --no-profile",
+    "python harness/wave.py --repeat 2 --desc=same candidates/a.py",
+    "python harness/run_experiment.py --desc x --preset tiny --device cpu --no-profile --timeout 60",
+    "python harness/floor.py --verdict",
+    "python harness/run_experiment.py --help",
     "nvidia-smi",
     "nvidia-smi --query-gpu=name,clocks.sm --format=csv",
 ]
@@ -163,6 +168,20 @@ UNSANDBOXED_REFUSED = [
     "python harness/make_reference.py",
     "python harness/run_experiment.py --rebaseline --desc x",
     "python harness/run_experiment.py --rebase --desc x",
+    "python harness/run_experiment.py --desc x extra",
+    "python harness/run_experiment.py --candidate /tmp/x.py --desc x",
+    "python harness/run_experiment.py --desc --apply rec.json",
+    "python harness/run_experiment.py --no-profile=1 --desc x",
+    "python harness/wave.py harness/verify.py",
+    "python harness/wave.py --unsandboxed candidates/a.py",
+    "python harness/verify.py --frames-out goals.json",
+    "python harness/profile.py --out harness/hooks/guard_frozen.py",
+    "python harness/profile.py --candidate candidates/e050.py",
+    "python harness/floor.py --force",
+    "python harness/verify.py --candidate /tmp/try.py",
+    "python harness/bench.py --candidate=/home/u/.config/auto-optim/record-key",
+    "python harness/make_latent.py",
+    "python harness/hooks/guard_frozen.py",
     "nvidia-smi -pm 1",
     "nvidia-smi -lgc 1980",
 ]
@@ -174,6 +193,50 @@ def test_anything_else_stays_in_the_sandbox(project, command):
     assert r.returncode == 2, f"let out of the sandbox: {command}"
     assert r.stderr.startswith("guard_frozen: blocked.")
     assert "dangerouslyDisableSandbox: true" in r.stderr  # says how to run the harness instead
+
+
+PERSON_ONLY = [
+    "python harness/run_experiment.py --apply forged.json",
+    "python harness/run_experiment.py --app forged.json",
+    "python harness/run_experiment.py --desc x --measure-only --record-out goals.json",
+    "python harness/run_experiment.py --desc x --record-out=harness/hooks/guard_frozen.py",
+    "python harness/run_experiment.py --desc x --unsandboxed",
+    "python harness/verify.py --unsandboxed",
+    "python harness/run_experiment.py --desc x --rebaseline",
+]
+
+
+@pytest.mark.parametrize("command", PERSON_ONLY)
+def test_the_persons_flags_are_refused_to_the_agent(project, command):
+    """An allowlist of options: --apply, --record-out, --measure-only, --unsandboxed, --rebaseline
+    write where they name, trust a record or drop a protection; the refusal says whose they are."""
+    r = run_hook("guard_frozen.py", bash(project, command), project)
+    assert r.returncode == 2 and "is the person's" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def venv_in(folder: Path) -> Path:
+    """A virtual environment's layout (pyvenv.cfg, bin/python3 linked to this interpreter) in `folder`."""
+    (folder / "bin").mkdir(parents=True)
+    home = Path(sys.base_prefix) / "bin"
+    (folder / "pyvenv.cfg").write_text(f"home = {home}\ninclude-system-site-packages = false\n")
+    (folder / "bin" / "python3").symlink_to(Path(sys.base_prefix) / "bin" / Path(sys.executable).resolve().name)
+    (folder / "bin" / "python").symlink_to("python3")
+    return folder / "bin"
+
+
+def test_harness_refused_from_an_interpreter_inside_the_project(project, tmp_path_factory):
+    """A venv under the project is writable by the sandboxed agent (.pth, sitecustomize.py,
+    bin/python): the harness must not start from it, outside the sandbox."""
+    command = "python harness/run_experiment.py --desc x"
+    inside = venv_in(project / ".venv")
+    r = run_hook("guard_frozen.py", bash(project, command), project,
+                 env={"PATH": f"{inside}{os.pathsep}{os.environ['PATH']}"})
+    assert r.returncode == 2 and "inside the project" in r.stderr, r.stderr
+    outside = venv_in(tmp_path_factory.mktemp("venvs") / "auto-optim")
+    r = run_hook("guard_frozen.py", bash(project, command), project,
+                 env={"PATH": f"{outside}{os.pathsep}{os.environ['PATH']}"})
+    assert r.returncode == 0, r.stderr
 
 
 def test_harness_leaves_the_sandbox_only_from_the_project_root(project):
@@ -190,6 +253,23 @@ def test_harness_refused_while_a_planted_module_sits_at_the_root(project, plante
     (project / planted).write_text("raise SystemExit('planted')\n")
     r = run_hook("guard_frozen.py", bash(project, "python harness/run_experiment.py --desc x"), project)
     assert r.returncode == 2 and planted.split("/")[0] in r.stderr
+
+
+@pytest.mark.parametrize("link", ["optimize.py", "candidates/a.py", "candidates"])
+def test_harness_refused_while_a_candidate_is_a_link(project, tmp_path_factory, link):
+    """A candidate linked to the signing key (or any file the agent may not read) would be read,
+    hashed and reported by the harness outside the sandbox."""
+    secret = tmp_path_factory.mktemp("key") / "record-key"
+    secret.write_bytes(b"k" * 32)
+    if link != "candidates":
+        (project / "candidates").mkdir(exist_ok=True)
+    target = project / link
+    target.unlink(missing_ok=True)
+    target.symlink_to(secret.parent if link == "candidates" else secret)
+    if link == "candidates":
+        (secret.parent / "b.py").write_text("# elsewhere\n")
+    r = run_hook("guard_frozen.py", bash(project, "python harness/verify.py --candidate candidates/b.py"), project)
+    assert r.returncode == 2 and "not a link" in r.stderr, r.stderr
 
 
 def test_tracked_packages_at_the_root_are_not_planted(project):
@@ -219,6 +299,17 @@ def test_other_tools_pass(project):
     r = run_hook("guard_frozen.py", tool(project, "Read", {"file_path": str(project / "harness" / "verify.py")}),
                  project)
     assert r.returncode == 0
+    for name in ("Agent", "ToolSearch", "WebSearch", "TaskStop"):
+        assert run_hook("guard_frozen.py", tool(project, name, {}), project).returncode == 0, name
+
+
+@pytest.mark.parametrize("name", ["CronCreate", "EnterWorktree", "Monitor", "Workflow", "ScheduleWakeup",
+                                  "NotebookEdit", "ListAgents", "mcp__github__create_pr",
+                                  "SomeToolOfAFutureRelease"])
+def test_tools_the_loop_does_not_use_are_refused(project, name):
+    """Denied by default: a tool is let through only if the loop uses it (LOOP_TOOLS)."""
+    r = run_hook("guard_frozen.py", tool(project, name, {"command": "echo hi"}), project)
+    assert r.returncode == 2 and f"{name} is not a tool this loop uses" in r.stderr
 
 
 # ---------------------------------------------------------------- stop_gate
@@ -319,13 +410,50 @@ def test_main_stop_passes_while_the_optimizer_subagent_runs(project):
     write_rows(project, ("e001", "baseline", "00" * 32))  # optimize.py unrecorded
     busy = stop(project, background_tasks=[background_task("running")])
     assert decision(run_hook("stop_gate.py", busy, project)) == {}
-    experiment = stop(project, background_tasks=[background_task(
-        "running", None, 'python harness/run_experiment.py --desc "bf16"')])
-    assert decision(run_hook("stop_gate.py", experiment, project)) == {}
+
+
+# A stand-in for run_experiment.py holding the checkout lock as records.lock_file does.
+HOLDS_LOCK = """import fcntl, os, sys, time
+f = open(os.path.join(sys.argv[1], "runs", "run_experiment.lock"), "a+")
+fcntl.flock(f, fcntl.LOCK_EX)
+f.seek(0); f.truncate(); f.write(f"pid {os.getpid()}, since now"); f.flush()
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_main_stop_passes_while_a_harness_run_holds_the_lock(project):
+    """A background experiment is recognised by the harness's own lock (the pid it wrote), not by
+    what a background command's text says."""
+    write_rows(project, ("e001", "baseline", "00" * 32))  # optimize.py unrecorded
+    (project / "runs").mkdir()
+    script = project / "harness" / "run_experiment.py"
+    script.write_text(HOLDS_LOCK)
+    run = subprocess.Popen([sys.executable, str(script), str(project)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout.readline().strip() == "locked"
+        assert decision(run_hook("stop_gate.py", stop(project), project)) == {}
+    finally:
+        run.kill()
+        run.wait()
+    # the run is over (its pid is gone): gated again, and a command's text alone never counts
+    fake = stop(project, background_tasks=[background_task("running", None, 'python harness/run_experiment.py --desc x')])
+    assert decision(run_hook("stop_gate.py", fake, project))["decision"] == "block"
+    (project / "runs" / "run_experiment.lock").write_text(f"pid {os.getpid()}, since now")  # alive, not the harness
+    assert decision(run_hook("stop_gate.py", stop(project), project))["decision"] == "block"
+    # the harness's command line alone, without the lock held (a pid written earlier, reused)
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(script)])
+    try:
+        (project / "runs" / "run_experiment.lock").write_text(f"pid {run.pid}, since now")
+        assert decision(run_hook("stop_gate.py", stop(project), project))["decision"] == "block"
+    finally:
+        run.kill()
+        run.wait()
 
 
 @pytest.mark.parametrize("task", [background_task("completed"), background_task("running", "Explore"),
-                                  background_task("running", None, "sleep 100")])
+                                  background_task("running", None, "sleep 100"),
+                                  background_task("running", None, "sleep 100 # harness/run_experiment.py")])
 def test_main_stop_still_gated_by_other_background_work(project, task):
     write_rows(project, ("e001", "baseline", "00" * 32))
     d = decision(run_hook("stop_gate.py", stop(project, background_tasks=[task]), project))
@@ -344,11 +472,29 @@ def test_stop_hook_active_is_honoured_no_endless_loop(project):
     assert decision(run_hook("stop_gate.py", stop(project, False, session), project, env=env))["decision"] == "block"
 
 
+def test_refusals_before_a_turn_may_end_default_to_the_cli_cap(project):
+    """8 refusals of the same problem in a row (Claude Code's own cap), and a new problem (the agent
+    did something: another experiment, another edit) starts the count again."""
+    write_rows(project, ("e001", "baseline", "00" * 32))
+    session = f"test-{uuid.uuid4()}"
+    said = [decision(run_hook("stop_gate.py", stop(project, i > 0, session), project)) for i in range(8)]
+    assert all(d.get("decision") == "block" for d in said)
+    (project / "optimize.py").write_text("# another edit\n")  # a new problem: counted from 1
+    assert decision(run_hook("stop_gate.py", stop(project, True, session), project))["decision"] == "block"
+    (project / "optimize.py").write_text("def build_decoder(vae, z):\n    return vae.decode, {}\n")
+    for _ in range(8):  # the first problem again: a new count
+        assert decision(run_hook("stop_gate.py", stop(project, True, session), project))["decision"] == "block"
+    assert "systemMessage" in decision(run_hook("stop_gate.py", stop(project, True, session), project))
+
+
 def test_settings_json_wires_the_hooks():
     s = json.loads((REPO / ".claude" / "settings.json").read_text())
     pre = s["hooks"]["PreToolUse"][0]
-    assert set(pre["matcher"].split("|")) == {"Edit", "Write", "NotebookEdit", "Bash"}
-    assert pre["hooks"][0]["type"] == "command" and "guard_frozen.py" in pre["hooks"][0]["command"]
+    assert pre["matcher"] == "*"  # every tool: the guard denies the ones the loop does not use
+    # an absolute interpreter in isolated mode: nothing on PATH or in the project runs in a hook
+    hooks = [pre["hooks"][0]] + [s["hooks"][e][0]["hooks"][0] for e in ("Stop", "SubagentStop")]
+    assert all(h["type"] == "command" and h["command"].startswith("/usr/bin/python3 -I ") for h in hooks)
+    assert "guard_frozen.py" in pre["hooks"][0]["command"]
     for event in ("Stop", "SubagentStop"):
         assert "stop_gate.py" in s["hooks"][event][0]["hooks"][0]["command"]
     agent = (REPO / ".claude" / "agents" / "model-optimizer.md").read_text()
@@ -356,23 +502,48 @@ def test_settings_json_wires_the_hooks():
     assert "name: model-optimizer" in front and "description:" in front
     tools = next(line for line in front.splitlines() if line.startswith("tools:"))
     assert "Write" not in tools and "NotebookEdit" not in tools
+    assert 'command: /usr/bin/python3 -I "$CLAUDE_PROJECT_DIR/harness/hooks/guard_frozen.py"' in front
     assert (REPO / "CLAUDE.md").is_symlink() and os.readlink(REPO / "CLAUDE.md") == "AGENTS.md"
 
 
-def test_settings_json_denies_every_frozen_path_and_requires_the_sandbox():
-    """Deny rules refuse the file tools and, with the sandbox on, every shell write (bubblewrap)."""
+def test_settings_json_denies_every_protected_path_and_requires_the_sandbox():
+    """Deny rules refuse the file tools and, with the sandbox on, every shell write (bubblewrap):
+    for every path the harness writes or trusts, of every target (_hooklib.protected_paths)."""
     sys.path.insert(0, str(HOOKS))
-    from _hooklib import FROZEN
+    from _hooklib import protected_paths
     s = json.loads((REPO / ".claude" / "settings.json").read_text())
     deny = set(s["permissions"]["deny"])
-    for name in (*FROZEN, ".git"):
+    paths = protected_paths(REPO)
+    assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "records", "AGENTS.md", ".venv"} <= set(paths)
+    for name in paths:
         assert {f"Edit(/{name})", f"Edit(/{name}/**)"} & deny, name
     sandbox = s["sandbox"]
     assert sandbox["enabled"] is True and sandbox["failIfUnavailable"] is True  # no silent unsandboxed start
     # the harness leaves the sandbox by dangerouslyDisableSandbox, approved by these allow rules only
     assert sandbox["allowUnsandboxedCommands"] is True and "excludedCommands" not in sandbox
     assert {r for r in s["permissions"]["allow"] if r.startswith("Bash(")} == {
-        f"Bash(python harness/{x}.py:*)" for x in ("run_experiment", "wave", "verify", "bench", "profile")} | {"Bash(nvidia-smi:*)"}
+        f"Bash(python harness/{x}.py:*)" for x in ("run_experiment", "wave", "verify", "bench", "profile", "floor")} | {
+        "Bash(nvidia-smi:*)"}
+
+
+def test_settings_json_hides_every_targets_inputs_and_references():
+    """The benchmark input's secret seed, the references and the pool: read only by the harness."""
+    sys.path.insert(0, str(HOOKS))
+    from _hooklib import secret_paths
+    deny = set(json.loads((REPO / ".claude" / "settings.json").read_text())["permissions"]["deny"])
+    assert {"assets", "targets/llm-decode/assets"} <= set(secret_paths(REPO))
+    for name in secret_paths(REPO):
+        assert f"Read(/{name}/**)" in deny, name
+
+
+def test_settings_json_hides_the_signing_key():
+    """The key that signs records (harness/signing.py) is unreadable to the sandboxed shell and the Read tool."""
+    from harness import signing
+    s = json.loads((REPO / ".claude" / "settings.json").read_text())
+    default = "~/" + (Path.home() / ".config" / "auto-optim").relative_to(Path.home()).as_posix()
+    assert signing.key_dir() != Path.home() / ".config" / "auto-optim" or True  # tests use their own folder
+    assert s["sandbox"]["filesystem"]["denyRead"] == [default]
+    assert f"Read({default}/**)" in s["permissions"]["deny"]
 
 
 # The tools Claude Code 2.1.330 offers (the native Linux build, read from its API requests): a
@@ -385,7 +556,10 @@ CLAUDE_CODE_TOOLS = {"Agent", "Bash", "Edit", "Read", "Write", "NotebookEdit", "
 def test_hooks_and_subagent_name_only_real_tools():
     s = json.loads((REPO / ".claude" / "settings.json").read_text())
     for entry in s["hooks"]["PreToolUse"]:
-        assert set(entry["matcher"].split("|")) <= CLAUDE_CODE_TOOLS, entry["matcher"]
+        assert entry["matcher"] == "*" or set(entry["matcher"].split("|")) <= CLAUDE_CODE_TOOLS, entry["matcher"]
+    denied_tools = {r for r in s["permissions"]["deny"] if "(" not in r}
+    assert denied_tools <= CLAUDE_CODE_TOOLS
+    assert {"CronCreate", "EnterWorktree", "Monitor", "Workflow"} <= denied_tools
     front = (REPO / ".claude" / "agents" / "model-optimizer.md").read_text().split("---")[1]
     tools = next(line for line in front.splitlines() if line.startswith("tools:")).split(":", 1)[1]
     assert {t.strip() for t in tools.split(",")} <= CLAUDE_CODE_TOOLS, tools

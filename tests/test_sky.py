@@ -46,7 +46,10 @@ def test_launch_runs_the_task_and_brings_the_record_back(tmp_path: Path) -> None
     for f in (TASK, LAUNCH):
         shutil.copy2(f, repo / "scripts" / "sky" / f.name)
     (repo / "candidates" / "Fast_bf16.py").write_text("# a candidate\n")
-    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}"}
+    home = tmp_path / "home"  # the person's signing key, which the task mounts on the cluster
+    (home / ".config" / "auto-optim").mkdir(parents=True)
+    (home / ".config" / "auto-optim" / "record-key").write_bytes(os.urandom(32))
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "HOME": str(home)}
     p = subprocess.run(["bash", "scripts/sky/launch.sh", "candidates/Fast_bf16.py", "bf16 weights"], cwd=repo, env=env,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
@@ -61,3 +64,6 @@ def test_launch_runs_the_task_and_brings_the_record_back(tmp_path: Path) -> None
     p = subprocess.run(["bash", "scripts/sky/launch.sh", "candidates/missing.py", "x"], cwd=repo, env=env,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "no candidate file" in p.stderr
+    p = subprocess.run(["bash", "scripts/sky/launch.sh", "candidates/Fast_bf16.py", "x"], cwd=repo,
+                       env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "no record-signing key" in p.stderr

@@ -17,17 +17,24 @@ asked a question.
 
 Who it applies to: the main agent (Stop) and the model-optimizer subagent (SubagentStop with
 agent_type "model-optimizer"); other subagents (Explore, general-purpose) edit nothing and pass.
-While the Stop payload's background_tasks lists work that will settle the candidate (a running
-model-optimizer subagent, or a background shell running run_experiment.py or wave.py), the main agent may
-stop: the candidate is that work's to record, and Claude Code wakes the main agent when it ends,
-so the next Stop is gated again. Telling it to record or check out the file now would fight the
-subagent that is editing it.
+While work is in flight that will settle the candidate, the main agent may stop: a
+model-optimizer subagent listed as running in the Stop payload's background_tasks, or a harness
+run (run_experiment.py or wave.py) that holds the checkout's lock, runs/run_experiment.lock: the
+pid the harness wrote there is alive and is that harness (runs/ is read-only to the agent, so only
+the harness writes that pid; a background shell whose command merely names run_experiment.py is
+not a run). The candidate is that work's to record, and Claude Code wakes the main agent when it
+ends, so the next Stop is gated again. Telling it to record or check out the file now would fight
+the subagent that is editing it.
 
 Loops: per the hooks docs, `stop_hook_active` is true when Claude is already continuing because
-a Stop hook blocked. The gate then blocks at most AUTO_OPTIM_STOP_MAX_BLOCKS (default 3) times
-in a row per agent (subagents send their parent's session_id, so the count is kept per agent_id
-when the payload has one) and afterwards lets the stop through with a warning to the person
-(JSON "systemMessage"), so an agent that cannot comply never spins forever.
+a Stop hook blocked. The gate refuses the same problem at most AUTO_OPTIM_STOP_MAX_BLOCKS (default
+8) times in a row per agent (subagents send their parent's session_id, so the count is kept per
+agent_id when the payload has one); a new problem (an experiment recorded, the candidate changed)
+starts the count again, so an agent that works between refusals is never let off. Then it lets the
+stop through with a warning to the person (JSON "systemMessage"), so an agent that cannot comply
+never spins forever. 8 is Claude Code's own cap (2.1.330 ends a turn after 8 Stop-hook blocks in
+a row with no tool call between them; CLAUDE_CODE_STOP_HOOK_BLOCK_CAP), so the gate is never the
+first to give up.
 
 Usage (what Claude Code does):  echo '{"hook_event_name": "Stop", ...}' | python3 harness/hooks/stop_gate.py
 """
@@ -135,45 +142,67 @@ def counter_file(payload: dict) -> Path:
     return Path(tempfile.gettempdir()) / f"auto-optim-stop-gate-{safe}.json"
 
 
-def settles_candidate(task: dict) -> bool:
-    """A background task still in flight that will edit or record the candidate."""
-    if str(task.get("status", "")) not in IN_FLIGHT:
+LOCK = Path("runs") / "run_experiment.lock"  # harness/run_experiment.py acquire_lock(); wave.py holds it too
+HARNESS_RUNS = ("harness/run_experiment.py", "harness/wave.py")
+
+
+def harness_running(root: Path) -> bool:
+    """A run_experiment or wave holds this checkout's lock: the pid it wrote there ("pid N, since
+    ...", records.lock_file) holds an exclusive flock on that file (/proc/locks), is alive and its
+    command line is that harness script."""
+    lock = root / LOCK
+    try:
+        words = lock.read_text().split()
+        pid = int(words[1].rstrip(",")) if words[:1] == ["pid"] else 0
+        inode = lock.stat().st_ino
+        held = any(f[1:5] == ["FLOCK", "ADVISORY", "WRITE", str(pid)] and f[5].endswith(f":{inode}")
+                   for f in (line.split() for line in Path("/proc/locks").read_text().splitlines()) if len(f) > 5)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if pid > 0 and held else []
+    except (OSError, ValueError, IndexError):
         return False
-    command = str(task.get("command", ""))
-    return task.get("agent_type") == OPTIMIZER_AGENT or "run_experiment.py" in command or "wave.py" in command
+    return any(arg.decode(errors="replace").endswith(HARNESS_RUNS) for arg in cmdline)
 
 
-def gated(payload: dict) -> bool:
+def subagent_at_work(task: dict) -> bool:
+    """A model-optimizer subagent still in flight: it will edit or record the candidate."""
+    return str(task.get("status", "")) in IN_FLIGHT and task.get("agent_type") == OPTIMIZER_AGENT
+
+
+def gated(payload: dict, root: Path) -> bool:
     """Whether this stop is the gate's business (see the docstring: who it applies to)."""
     if payload.get("hook_event_name") == "SubagentStop":
         return payload.get("agent_type") == OPTIMIZER_AGENT
-    return not any(settles_candidate(t) for t in payload.get("background_tasks") or [] if isinstance(t, dict))
+    tasks = [t for t in payload.get("background_tasks") or [] if isinstance(t, dict)]
+    return not (any(subagent_at_work(t) for t in tasks) or harness_running(root))
+
+
+MAX_BLOCKS = 8  # Claude Code 2.1.330's own cap on Stop-hook blocks in a row (see the docstring)
 
 
 def main() -> int:
     payload = read_payload()
-    if not gated(payload):
-        return 0
     root = project_root(payload)
+    if not gated(payload, root):
+        return 0
     reason = problem(root)
     counter = counter_file(payload)
-    active = bool(payload.get("stop_hook_active"))
     if reason is None:
         counter.unlink(missing_ok=True)
         return 0
     blocks = 0
-    if active:
+    if payload.get("stop_hook_active"):
         try:
-            blocks = int(json.loads(counter.read_text()).get("blocks", 0))
-        except (OSError, ValueError):
+            last = json.loads(counter.read_text())
+            blocks = int(last.get("blocks", 0)) if last.get("reason") == reason else 0
+        except (OSError, ValueError, AttributeError):
             blocks = 0
-    limit = int(os.environ.get("AUTO_OPTIM_STOP_MAX_BLOCKS", "3"))
-    if active and blocks >= limit:
+    limit = int(os.environ.get("AUTO_OPTIM_STOP_MAX_BLOCKS", str(MAX_BLOCKS)))
+    if blocks >= limit:
         counter.unlink(missing_ok=True)
         print(json.dumps({"systemMessage": f"stop_gate: letting the turn end after {blocks} refusals in a row, "
                                            f"but the work is not recorded: {reason}"}))
         return 0
-    counter.write_text(json.dumps({"blocks": blocks + 1}))
+    counter.write_text(json.dumps({"blocks": blocks + 1, "reason": reason}))
     print(json.dumps({"decision": "block", "reason": reason}))
     return 0
 

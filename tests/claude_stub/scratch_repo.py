@@ -12,6 +12,7 @@ and adapter, so the same assets, and two interpreter starts fewer).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -42,7 +43,7 @@ GIT_ID = {"GIT_AUTHOR_NAME": "scratch", "GIT_AUTHOR_EMAIL": "scratch@example.com
 
 def harness_env(root: Path) -> dict:
     """The environment the harness runs in: this copy's goals.json, CPU only, no .pyc in the tree."""
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k != "AUTO_OPTIM_KEY_DIR"}  # the key where settings.json hides it
     env.update(GIT_ID, AUTO_OPTIM_GOALS=str(root / "goals.json"), CLAUDE_PROJECT_DIR=str(root),
                PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="", TOY_DELAY_S=DELAY_S)
     return env
@@ -62,6 +63,10 @@ def make_scratch_repo(root: Path, assets_from: Path | None = None) -> dict:
         elif src.exists():
             shutil.copy2(src, root / src.name)
     (root / "CLAUDE.md").symlink_to("AGENTS.md")
+    # Retargeted: the toy's adapter package is protected as model/ is (a person adds its deny rule).
+    settings = json.loads((root / ".claude" / "settings.json").read_text())
+    settings["permissions"]["deny"].append("Edit(/toymodel/**)")
+    (root / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2))
     (root / "optimize.py").write_text(CANDIDATE)
     env = harness_env(root)
     make = [[sys.executable, "harness/make_latent.py", "--preset", "tiny", "--seeded"],
