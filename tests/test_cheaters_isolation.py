@@ -1,0 +1,474 @@
+"""The isolation cheaters (tests/cheaters/, the ones listed here) against the evaluator, on the toy
+target: attacks on the process that measures (scheduling it, limiting it, freezing it, crashing
+it through the shared buffers or malformed replies, forging what it prints) and on what lies
+around the worker (records, scratch, processes and sockets that outlive it, the seeded input).
+
+Each test is written against behaviour, not against how the harness isolates the worker: what the
+cheat would have gained (a time below the honest cost, a file read, a process or file left
+behind, a datagram received, a dead or hung harness, a forged line) and a check that it did not
+happen. Attacks that endanger the process that measures (scheduling, prlimit, SIGBUS) run the
+harness in a child process, so that a success fails the test instead of the test run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import make_toy, use
+from harness import sandbox
+from harness.session import Session
+
+REPO = Path(__file__).resolve().parent.parent
+CHEATERS = Path(__file__).resolve().parent / "cheaters"
+HONEST_COST_S = 0.3  # what the timing cheaters pay per honest call
+BASELINE_DELAY_S = 0.3  # TOY_DELAY_S for run_experiment's fp32 baseline: a fast candidate is a keeper
+
+
+def measure(name: str, **kw: Any) -> dict:
+    with Session(CHEATERS / f"{name}.py", "tiny", "cpu", **kw) as s:
+        return s.measure()
+
+
+# --- processes ------------------------------------------------------------------------------------
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int(d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        kids = _children_of(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def with_marker(marker: str) -> list[int]:
+    """Processes whose command line holds the marker (ones the test's cheater started)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and int(d.name) != os.getpid() and marker.encode() in (d / "cmdline").read_bytes():
+                found.append(int(d.name))
+        except OSError:
+            pass
+    return found
+
+
+def run_bounded(cmd: list[str], timeout: float, **kw: Any) -> subprocess.CompletedProcess:
+    """Run a harness process with a time limit; on the limit, kill it and everything it started
+    (its worker too: that is a session of its own) and raise TimeoutExpired."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        family = _descendants(p.pid)
+        _kill([p.pid, *family])
+        p.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+CHILD = r"""
+import json, os, sys
+from harness.session import Session
+path, kw = sys.argv[1], json.loads(sys.argv[2])
+def sched():
+    return {"policy": os.sched_getscheduler(0), "nice": os.getpriority(os.PRIO_PROCESS, 0),
+            "cpus": sorted(os.sched_getaffinity(0))}
+before = sched()
+with Session(path, "tiny", "cpu", **kw) as s:
+    f = s.measure()
+f["harness_sched"] = {"before": before, "after": sched()}
+print(json.dumps(f, default=str))
+"""
+
+
+def child_session(name: str, timeout: float, env: dict[str, str] | None = None, **kw: Any) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """A Session's measure() in a child process (the same code as measure(), in a process the
+    cheater may harm): its completed process and its facts (None when it printed none)."""
+    r = run_bounded([sys.executable, "-c", CHILD, str(CHEATERS / f"{name}.py"), json.dumps(kw)], timeout,
+                    cwd=REPO, env={**os.environ, **(env or {})})
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    return r, (json.loads(lines[-1]) if lines else None)
+
+
+def died_by_signal(r: subprocess.CompletedProcess) -> str:
+    return f"killed by {signal.Signals(-r.returncode).name}" if r.returncode < 0 else ""
+
+
+# --- workspaces -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A toy workspace (assets made once) that tests copy when they need one to write in."""
+    return make_toy(tmp_path_factory.mktemp("isolation") / "ws")
+
+
+@pytest.fixture
+def ws(template: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "ws"
+    shutil.copytree(template, dest, symlinks=True)
+    with use(dest):
+        yield dest
+
+
+def tool(ws: Path, script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """`python harness/SCRIPT ARGS` in the workspace, bounded."""
+    full = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), **(env or {})}
+    return run_bounded([sys.executable, str(ws / "harness" / script), *args], timeout, cwd=ws, env=full)
+
+
+def rows(ws: Path) -> list[dict[str, str]]:
+    path = ws / "results.tsv"
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines()
+    head = lines[0].split("\t")
+    return [dict(zip(head, ln.split("\t"))) for ln in lines[1:] if ln.strip()]
+
+
+def experiment(ws: Path, name: str, desc: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """run_experiment.py on a cheater, with a slow frozen model (the baseline pays BASELINE_DELAY_S
+    a call), so that a fast cheater is a keeper and gets profiled and FLOP-counted."""
+    return tool(ws, "run_experiment.py", "--desc", desc, "--candidate", str(CHEATERS / f"{name}.py"),
+                "--device", "cpu", env={"TOY_DELAY_S": str(BASELINE_DELAY_S), **(env or {})})
+
+
+def no_traceback(r: subprocess.CompletedProcess) -> None:
+    both = r.stdout + r.stderr
+    assert "Traceback (most recent call last)" not in both, f"the harness raised:\n{both[-3000:]}"
+
+
+# --- 1, 2: a head start before the clock ---------------------------------------------------------
+
+def test_stalling_the_harness_buys_no_time(at_toy: Path) -> None:
+    """stalls_harness: SCHED_IDLE, nice 19 and one CPU for its parent, a busy watcher on that CPU.
+    Had the harness been starved between writing an input and starting its clock, the watcher's
+    honest cost would fall outside the timed interval."""
+    r, f = child_session("stalls_harness", timeout=120)
+    assert f is not None, f"the harness died ({died_by_signal(r) or r.returncode}): {r.stderr[-2000:]}"
+    assert f["passed"], f["reason"]
+    sched = f["harness_sched"]
+    assert f["median_s"] >= 0.9 * HONEST_COST_S, \
+        f"the honest cost escaped the clock: times {f['times_s']}, the cheater did {f.get('info')}, harness {sched}"
+    assert sched["before"] == sched["after"], f"the worker re-scheduled the harness: {sched}; {f.get('info')}"
+
+
+def test_watching_the_input_buys_no_time(at_toy: Path) -> None:
+    """watches_input: a thread starts each call's work when the input buffer changes."""
+    f = measure("watches_input")
+    assert f["passed"], f["reason"]
+    assert f["info"]["found_buffer"], "the cheater did not find the input buffer: the test proves nothing"
+    assert f["median_s"] >= 0.9 * HONEST_COST_S, f"a head start before the clock: {f['times_s']}"
+
+
+# --- 3: freezing the harness ------------------------------------------------------------------------
+
+def test_the_harness_cannot_be_frozen(at_toy: Path) -> None:
+    """freezes_harness: SCHED_DEADLINE with ~1 us of runtime in 4 s (else SCHED_IDLE on a CPU it
+    keeps busy) and SIGSTOP, on its parent. The session must end on its own, with a result."""
+    try:
+        r, f = child_session("freezes_harness", timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the harness hung: the worker froze it (no result within 90 s)")
+    assert f is not None, f"the harness died ({died_by_signal(r) or r.returncode}): {r.stderr[-2000:]}"
+    assert f["passed"], f["reason"]
+    assert f["harness_sched"]["before"] == f["harness_sched"]["after"], f"re-scheduled: {f['harness_sched']} {f.get('info')}"
+
+
+# --- 4: limits on the harness ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("limit", ["FSIZE", "NOFILE"])
+def test_prlimit_on_the_harness(ws: Path, limit: str) -> None:
+    """prlimits_harness: RLIMIT_FSIZE 1 byte (SIGXFSZ at the first record write) or RLIMIT_NOFILE 3
+    on its parent. run_experiment must end normally and write its row and record."""
+    r = experiment(ws, "prlimits_harness", f"prlimit {limit}", env={"CHEAT_RLIMIT": limit})
+    assert r.returncode in (0, 1), f"run_experiment {died_by_signal(r) or f'exited {r.returncode}'}: {(r.stdout + r.stderr)[-2000:]}"
+    no_traceback(r)
+    mine = [row for row in rows(ws) if row["desc"] == f"prlimit {limit}"]
+    assert len(mine) == 1, f"no row for the candidate: {rows(ws)}"
+    assert (ws / "records" / f"{mine[0]['exp']}.json").is_file()
+
+
+# --- 5: what the project records ------------------------------------------------------------------
+
+def test_records_are_out_of_sight(tmp_path: Path) -> None:
+    """reads_records: results.tsv, records/, runs/*.lock ('pid <harness pid>'), .git, ... in the
+    goals folder, the repository, the working directory. The worker must see none of them."""
+    ws = make_toy(tmp_path / "ws", git=True)
+    (ws / "records").mkdir()
+    (ws / "records" / "e001.json").write_text(json.dumps({"exp": "e001", "source": "def build_decoder(...)"}))
+    (ws / "results.tsv").write_text("exp\tstatus\tmedian_s\ne001\tkeep\t0.123\n")
+    (ws / "runs").mkdir(exist_ok=True)
+    (ws / "runs" / "run_experiment.lock").write_text(f"pid {os.getpid()}, since now")
+    (ws / "PROGRESS.md").write_text("# Progress\n\n## Log\n\n- e001 keep: 0.123 s\n")
+    with use(ws):
+        os.environ["CHEAT_LOOK"] = str(ws)
+        try:
+            f = measure("reads_records")
+        finally:
+            os.environ.pop("CHEAT_LOOK")
+    info = f.get("info") or {}
+    assert f["passed"], f"the worker read the records: {info.get('read')} (locks: {info.get('locks')}); {f['reason']}"
+    assert not info.get("read"), info
+
+
+# --- 6: files that cannot be deleted ---------------------------------------------------------------
+
+def _leftovers(marker: str) -> list[Path]:
+    found = []
+    for top in {Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), Path(os.environ.get("TMPDIR", "/tmp"))}:
+        found += list(top.glob(marker)) + list(top.glob(f"*/{marker}"))
+    return sorted(set(found))
+
+
+def _unmake(paths: list[Path]) -> None:
+    for p in paths:
+        subprocess.run(["chattr", "-R", "-i", str(p)], capture_output=True)
+        subprocess.run(["chattr", "-i", str(p.parent)], capture_output=True)
+        shutil.rmtree(p, ignore_errors=True)
+        if p.parent.name.startswith("auto-optim-worker-"):
+            shutil.rmtree(p.parent, ignore_errors=True)
+
+
+def test_no_immutable_leftovers(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """leaves_immutable, twice: the first plants an immutable folder in its scratch, the second
+    looks for it (and fails the gate if it finds it). Nothing may survive a session."""
+    tag = uuid.uuid4().hex[:12]
+    marker = f"cheat-immutable-{tag}"
+    monkeypatch.setenv("CHEAT_MARKER", tag)
+    try:
+        first = measure("leaves_immutable")
+        left_after_first = _leftovers(marker)
+        second = measure("leaves_immutable")
+        left = _leftovers(marker)
+    finally:
+        _unmake(_leftovers(marker))
+    assert first["passed"], first["reason"]
+    assert second["passed"], f"the second worker found the first one's files: {second.get('info', {}).get('found')}"
+    assert not left_after_first and not left, \
+        f"left on the host: {left_after_first or left}; the cheater planted {first['info']['planted']}"
+
+
+# --- 7: processes that outlive the session --------------------------------------------------------
+
+def _free_udp_port() -> int:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _udp_answer(port: int) -> bytes | None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(0.5)
+    try:
+        s.sendto(b"ping", ("127.0.0.1", port))
+        return s.recvfrom(1024)[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def test_no_process_outlives_the_session(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """survives_session: a chain of 25 processes, each in its own session and each the parent of
+    the next, longer than the kill loop; the last serves UDP with a marker."""
+    marker = f"auto-optim-chain-{uuid.uuid4().hex[:12]}"
+    port = _free_udp_port()
+    monkeypatch.setenv("CHEAT_MARKER", marker)
+    monkeypatch.setenv("CHEAT_UDP_PORT", str(port))
+    try:
+        f = measure("survives_session")
+        time.sleep(0.5)
+        alive, answer = with_marker(marker), _udp_answer(port)
+    finally:
+        for _ in range(3):  # the chain's links, killed from the top down: clean up after a success
+            _kill(with_marker(marker))
+            time.sleep(0.2)
+    assert f["passed"], f["reason"]
+    assert not alive, f"{len(alive)} of the cheater's processes outlived the session (chain up: {f['info'].get('chain_up')})"
+    assert answer is None, f"a process of the worker's still answers on 127.0.0.1:{port}: {answer!r}"
+
+
+# --- 8: phoning home without TCP ------------------------------------------------------------------
+
+def test_no_udp_or_abstract_socket_out(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """phones_home_udp: a UDP datagram to a port the test listens on, and a message on abstract
+    unix sockets (stream and datagram) the test listens on. Nothing may arrive."""
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(0.2)
+    name = f"auto-optim-test-{uuid.uuid4().hex[:12]}"
+    stream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stream.bind("\0" + name)
+    stream.listen()
+    stream.settimeout(0.2)
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dgram.bind("\0" + name + "-dgram")
+    dgram.settimeout(0.2)
+    monkeypatch.setenv("CHEAT_UDP_PORT", str(udp.getsockname()[1]))
+    monkeypatch.setenv("CHEAT_ABSTRACT", name)
+    got: dict[str, bytes] = {}
+    stop = threading.Event()
+
+    def listen() -> None:
+        while not stop.is_set():
+            for label, sock in (("udp", udp), ("unix_dgram", dgram)):
+                try:
+                    got[label] = sock.recv(1024)
+                except OSError:
+                    pass
+            try:
+                conn, _ = stream.accept()
+                conn.settimeout(1)
+                got["unix_stream"] = conn.recv(1024) or b"(connected)"
+                conn.close()
+            except OSError:
+                pass
+
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    try:
+        f = measure("phones_home_udp")
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        for s in (udp, stream, dgram):
+            s.close()
+    assert f["passed"], f["reason"]
+    assert not got, f"the worker reached the test's listeners: {got} (it says {f['info'].get('sent')})"
+
+
+# --- 9: the shared output buffer shrunk under the harness -----------------------------------------
+
+@pytest.mark.parametrize("which", ["output", "input"])
+def test_truncated_buffer_in_a_session(at_toy: Path, which: str) -> None:
+    """truncates_output: the shared buffer ftruncate()d to 0 at the end of build. The harness
+    (Session.measure, in a child process here so that a SIGBUS fails the test, not the test run)
+    must survive and report a crash or gate failure with a one-line reason."""
+    r, f = child_session("truncates_output", timeout=120, env={"CHEAT_TRUNCATE": which})
+    assert r.returncode == 0 and f is not None, \
+        f"the harness {died_by_signal(r) or f'exited {r.returncode}'}: {r.stderr[-1500:]}"
+    assert not f["passed"] and f["status"] in ("crash", "gate_fail"), f
+    assert f["reason"] and "\n" not in f["reason"], f["reason"]
+
+
+def test_truncated_output_buffer_through_verify(at_toy: Path) -> None:
+    r = tool(at_toy, "verify.py", "--candidate", str(CHEATERS / "truncates_output.py"), "--device", "cpu")
+    assert r.returncode == 1, f"verify {died_by_signal(r) or f'exited {r.returncode}'}: {(r.stdout + r.stderr)[-1500:]}"
+    no_traceback(r)
+    assert re.search(r"^reason: \S", r.stdout, re.M), r.stdout[-1500:]
+
+
+# --- 10: malformed replies ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["memory_str", "memory_blob", "profile", "flops"])
+def test_malformed_replies_are_a_crash_row(ws: Path, kind: str) -> None:
+    """malformed_replies: the worker's 'memory', 'profile' or 'flops' reply of the wrong type or
+    size. run_experiment must write a crash row with a one-line reason, and no traceback."""
+    r = experiment(ws, "malformed_replies", f"malformed {kind}", env={"CHEAT_MALFORMED": kind})
+    no_traceback(r)
+    assert r.returncode in (0, 1), f"run_experiment {died_by_signal(r) or f'exited {r.returncode}'}: {r.stderr[-1500:]}"
+    mine = [row for row in rows(ws) if row["desc"] == f"malformed {kind}"]
+    assert len(mine) == 1, f"no row for the candidate: {rows(ws)}; {r.stderr[-1500:]}"
+    record = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())
+    assert mine[0]["status"] == "crash", f"a malformed {kind} reply was accepted: row {mine[0]['status']}, " \
+                                         f"facts {({k: str(v)[:80] for k, v in record.get('facts', {}).items() if k in ('peak_mem_gb', 'executed_flops')})}"
+    assert record.get("reason") and "\n" not in record["reason"], record.get("reason")
+
+
+# --- 11: forged lines in what people read ---------------------------------------------------------
+
+FORGED_ROW = re.compile(r"^\s*(\| fake \| row \||# heading)", re.M)
+
+
+def forged_lines(text: str) -> list[str]:
+    """What a terminal or a markdown reader would show as lines of their own: split at \\r too."""
+    return [ln for ln in re.split(r"\r\n|\r|\n", text) if ln.strip() in ("passed: True", "median_s: 0.0001")]
+
+
+def check_no_forgery(text: str, where: str) -> None:
+    assert "\x1b" not in text, f"an ESC byte from the worker reached {where}: {text[text.index(chr(27)) - 80:][:200]!r}"
+    assert not forged_lines(text), f"a forged line in {where}: {forged_lines(text)}"
+    rows_ = FORGED_ROW.findall(text)
+    assert not rows_, f"forged markdown in {where}: {rows_}"
+
+
+@pytest.mark.parametrize("how", ["info", "raise", "exit"])
+def test_forged_lines_in_verify(at_toy: Path, how: str) -> None:
+    """forges_output through verify.py: each variant fails, so no line may say `passed: True`."""
+    r = tool(at_toy, "verify.py", "--candidate", str(CHEATERS / "forges_output.py"), "--device", "cpu",
+             env={"CHEAT_FORGE": how})
+    assert r.returncode == 1, f"verify exited {r.returncode}: {(r.stdout + r.stderr)[-1500:]}"
+    no_traceback(r)
+    check_no_forgery(r.stdout, "verify's output")
+    check_no_forgery(r.stderr, "verify's stderr")
+
+
+@pytest.mark.parametrize("how", ["raise", "keeper"])
+def test_forged_lines_in_records(ws: Path, how: str) -> None:
+    """forges_output through run_experiment.py: its output, results.tsv, leaderboard.md,
+    PROGRESS.md and the keeper's profiles/*.md hold no forged line, no ESC, no forged markdown."""
+    r = experiment(ws, "forges_output", f"forged {how}", env={"CHEAT_FORGE": how})
+    no_traceback(r)
+    mine = [row for row in rows(ws) if row["desc"] == f"forged {how}"]
+    assert len(mine) == 1, f"no row: {(r.stdout + r.stderr)[-1500:]}"
+    if how == "keeper":
+        assert mine[0]["status"] == "keep", f"the honest keeper variant was not kept: {mine[0]}"
+        assert list((ws / "profiles").glob("*.md")), "no profile written for the keeper"
+    check_no_forgery(r.stdout, "run_experiment's output")
+    check_no_forgery(r.stderr, "run_experiment's stderr")
+    for path in [ws / "results.tsv", ws / "leaderboard.md", ws / "PROGRESS.md", *(ws / "profiles").glob("*.md")]:
+        if path.is_file():
+            check_no_forgery(path.read_text(), str(path.relative_to(ws)))
+
+
+# --- 12: the benchmark input rebuilt from a public seed -------------------------------------------
+
+def test_benchmark_input_cannot_be_rebuilt(at_toy: Path) -> None:
+    """rebuilds_input: make_input(shape, goals input_seed) at build, answered instantly and
+    exactly; every other input pays the honest cost and is degraded within the gate."""
+    f = measure("rebuilds_input")
+    assert f["passed"], f["reason"]
+    checked = f["checked"]
+    fastest = min(checked, key=lambda c: c["seconds"])
+    assert fastest["seconds"] >= 0.9 * HONEST_COST_S, \
+        f"the worker recognised an input ({fastest['input']}, {fastest['seconds']:.4f} s): it rebuilt it from a seed it can read"
+    worst = max(c["quality"] for c in checked)  # the toy's gate: lower is better
+    assert f["quality"] == worst, f"reported quality {f['quality']} is not the worst of the calls ({worst}): " \
+                                  f"{[(c['input'], c['quality']) for c in checked]}"
