@@ -38,8 +38,27 @@ HONEST_COST_S = 0.3  # what the timing cheaters pay per honest call
 BASELINE_DELAY_S = 0.3  # TOY_DELAY_S for run_experiment's fp32 baseline: a fast candidate is a keeper
 
 
-def measure(name: str, **kw: Any) -> dict:
-    with Session(CHEATERS / f"{name}.py", "tiny", "cpu", **kw) as s:
+def cheater(name: str, where: Path | None = None, **config: str) -> Path:
+    """The cheater's file; with `config`, a copy in `where` whose source sets those CHEAT_*
+    variables itself (with its helper modules beside it): the configuration travels in the source
+    the harness hands the worker, so it reaches the cheater whatever environment the worker gets."""
+    if not config:
+        return CHEATERS / f"{name}.py"
+    assert where is not None
+    where.mkdir(parents=True, exist_ok=True)
+    for helper in ("_target.py", "_reach.py"):
+        shutil.copy2(CHEATERS / helper, where / helper)
+    path = where / f"{name}.py"
+    path.write_text(f"import os as _os\n_os.environ.update({config!r})\n" + (CHEATERS / f"{name}.py").read_text())
+    return path
+
+
+def _path(candidate: str | Path) -> Path:
+    return candidate if isinstance(candidate, Path) else CHEATERS / f"{candidate}.py"
+
+
+def measure(candidate: str | Path, **kw: Any) -> dict:
+    with Session(_path(candidate), "tiny", "cpu", **kw) as s:
         return s.measure()
 
 
@@ -121,11 +140,10 @@ print(json.dumps(f, default=str))
 """
 
 
-def child_session(name: str, timeout: float, env: dict[str, str] | None = None, **kw: Any) -> tuple[subprocess.CompletedProcess, dict | None]:
+def child_session(candidate: str | Path, timeout: float, **kw: Any) -> tuple[subprocess.CompletedProcess, dict | None]:
     """A Session's measure() in a child process (the same code as measure(), in a process the
     cheater may harm): its completed process and its facts (None when it printed none)."""
-    r = run_bounded([sys.executable, "-c", CHILD, str(CHEATERS / f"{name}.py"), json.dumps(kw)], timeout,
-                    cwd=REPO, env={**os.environ, **(env or {})})
+    r = run_bounded([sys.executable, "-c", CHILD, str(_path(candidate)), json.dumps(kw)], timeout, cwd=REPO)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     return r, (json.loads(lines[-1]) if lines else None)
 
@@ -165,11 +183,11 @@ def rows(ws: Path) -> list[dict[str, str]]:
     return [dict(zip(head, ln.split("\t"))) for ln in lines[1:] if ln.strip()]
 
 
-def experiment(ws: Path, name: str, desc: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def experiment(ws: Path, candidate: str | Path, desc: str) -> subprocess.CompletedProcess:
     """run_experiment.py on a cheater, with a slow frozen model (the baseline pays BASELINE_DELAY_S
     a call), so that a fast cheater is a keeper and gets profiled and FLOP-counted."""
-    return tool(ws, "run_experiment.py", "--desc", desc, "--candidate", str(CHEATERS / f"{name}.py"),
-                "--device", "cpu", env={"TOY_DELAY_S": str(BASELINE_DELAY_S), **(env or {})})
+    return tool(ws, "run_experiment.py", "--desc", desc, "--candidate", str(_path(candidate)),
+                "--device", "cpu", env={"TOY_DELAY_S": str(BASELINE_DELAY_S)})
 
 
 def no_traceback(r: subprocess.CompletedProcess) -> None:
@@ -217,10 +235,10 @@ def test_the_harness_cannot_be_frozen(at_toy: Path) -> None:
 # --- 4: limits on the harness ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("limit", ["FSIZE", "NOFILE"])
-def test_prlimit_on_the_harness(ws: Path, limit: str) -> None:
+def test_prlimit_on_the_harness(ws: Path, tmp_path: Path, limit: str) -> None:
     """prlimits_harness: RLIMIT_FSIZE 1 byte (SIGXFSZ at the first record write) or RLIMIT_NOFILE 3
     on its parent. run_experiment must end normally and write its row and record."""
-    r = experiment(ws, "prlimits_harness", f"prlimit {limit}", env={"CHEAT_RLIMIT": limit})
+    r = experiment(ws, cheater("prlimits_harness", tmp_path / "c", CHEAT_RLIMIT=limit), f"prlimit {limit}")
     assert r.returncode in (0, 1), f"run_experiment {died_by_signal(r) or f'exited {r.returncode}'}: {(r.stdout + r.stderr)[-2000:]}"
     no_traceback(r)
     mine = [row for row in rows(ws) if row["desc"] == f"prlimit {limit}"]
@@ -241,11 +259,7 @@ def test_records_are_out_of_sight(tmp_path: Path) -> None:
     (ws / "runs" / "run_experiment.lock").write_text(f"pid {os.getpid()}, since now")
     (ws / "PROGRESS.md").write_text("# Progress\n\n## Log\n\n- e001 keep: 0.123 s\n")
     with use(ws):
-        os.environ["CHEAT_LOOK"] = str(ws)
-        try:
-            f = measure("reads_records")
-        finally:
-            os.environ.pop("CHEAT_LOOK")
+        f = measure(cheater("reads_records", tmp_path / "c", CHEAT_LOOK=str(ws)))
     info = f.get("info") or {}
     assert f["passed"], f"the worker read the records: {info.get('read')} (locks: {info.get('locks')}); {f['reason']}"
     assert not info.get("read"), info
@@ -269,16 +283,16 @@ def _unmake(paths: list[Path]) -> None:
             shutil.rmtree(p.parent, ignore_errors=True)
 
 
-def test_no_immutable_leftovers(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_immutable_leftovers(at_toy: Path, tmp_path: Path) -> None:
     """leaves_immutable, twice: the first plants an immutable folder in its scratch, the second
     looks for it (and fails the gate if it finds it). Nothing may survive a session."""
     tag = uuid.uuid4().hex[:12]
     marker = f"cheat-immutable-{tag}"
-    monkeypatch.setenv("CHEAT_MARKER", tag)
+    planter = cheater("leaves_immutable", tmp_path / "c", CHEAT_MARKER=tag)
     try:
-        first = measure("leaves_immutable")
+        first = measure(planter)
         left_after_first = _leftovers(marker)
-        second = measure("leaves_immutable")
+        second = measure(planter)
         left = _leftovers(marker)
     finally:
         _unmake(_leftovers(marker))
@@ -310,15 +324,13 @@ def _udp_answer(port: int) -> bytes | None:
         s.close()
 
 
-def test_no_process_outlives_the_session(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_process_outlives_the_session(at_toy: Path, tmp_path: Path) -> None:
     """survives_session: a chain of 25 processes, each in its own session and each the parent of
     the next, longer than the kill loop; the last serves UDP with a marker."""
     marker = f"auto-optim-chain-{uuid.uuid4().hex[:12]}"
     port = _free_udp_port()
-    monkeypatch.setenv("CHEAT_MARKER", marker)
-    monkeypatch.setenv("CHEAT_UDP_PORT", str(port))
     try:
-        f = measure("survives_session")
+        f = measure(cheater("survives_session", tmp_path / "c", CHEAT_MARKER=marker, CHEAT_UDP_PORT=str(port)))
         time.sleep(0.5)
         alive, answer = with_marker(marker), _udp_answer(port)
     finally:
@@ -332,7 +344,7 @@ def test_no_process_outlives_the_session(at_toy: Path, monkeypatch: pytest.Monke
 
 # --- 8: phoning home without TCP ------------------------------------------------------------------
 
-def test_no_udp_or_abstract_socket_out(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_udp_or_abstract_socket_out(at_toy: Path, tmp_path: Path) -> None:
     """phones_home_udp: a UDP datagram to a port the test listens on, and a message on abstract
     unix sockets (stream and datagram) the test listens on. Nothing may arrive."""
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -346,8 +358,7 @@ def test_no_udp_or_abstract_socket_out(at_toy: Path, monkeypatch: pytest.MonkeyP
     dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     dgram.bind("\0" + name + "-dgram")
     dgram.settimeout(0.2)
-    monkeypatch.setenv("CHEAT_UDP_PORT", str(udp.getsockname()[1]))
-    monkeypatch.setenv("CHEAT_ABSTRACT", name)
+    phone = cheater("phones_home_udp", tmp_path / "c", CHEAT_UDP_PORT=str(udp.getsockname()[1]), CHEAT_ABSTRACT=name)
     got: dict[str, bytes] = {}
     stop = threading.Event()
 
@@ -369,7 +380,7 @@ def test_no_udp_or_abstract_socket_out(at_toy: Path, monkeypatch: pytest.MonkeyP
     t = threading.Thread(target=listen, daemon=True)
     t.start()
     try:
-        f = measure("phones_home_udp")
+        f = measure(phone)
         time.sleep(0.5)
     finally:
         stop.set()
@@ -383,11 +394,11 @@ def test_no_udp_or_abstract_socket_out(at_toy: Path, monkeypatch: pytest.MonkeyP
 # --- 9: the shared output buffer shrunk under the harness -----------------------------------------
 
 @pytest.mark.parametrize("which", ["output", "input"])
-def test_truncated_buffer_in_a_session(at_toy: Path, which: str) -> None:
+def test_truncated_buffer_in_a_session(at_toy: Path, tmp_path: Path, which: str) -> None:
     """truncates_output: the shared buffer ftruncate()d to 0 at the end of build. The harness
     (Session.measure, in a child process here so that a SIGBUS fails the test, not the test run)
     must survive and report a crash or gate failure with a one-line reason."""
-    r, f = child_session("truncates_output", timeout=120, env={"CHEAT_TRUNCATE": which})
+    r, f = child_session(cheater("truncates_output", tmp_path / "c", CHEAT_TRUNCATE=which), timeout=120)
     assert r.returncode == 0 and f is not None, \
         f"the harness {died_by_signal(r) or f'exited {r.returncode}'}: {r.stderr[-1500:]}"
     assert not f["passed"] and f["status"] in ("crash", "gate_fail"), f
@@ -404,10 +415,10 @@ def test_truncated_output_buffer_through_verify(at_toy: Path) -> None:
 # --- 10: malformed replies ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["memory_str", "memory_blob", "profile", "flops"])
-def test_malformed_replies_are_a_crash_row(ws: Path, kind: str) -> None:
+def test_malformed_replies_are_a_crash_row(ws: Path, tmp_path: Path, kind: str) -> None:
     """malformed_replies: the worker's 'memory', 'profile' or 'flops' reply of the wrong type or
     size. run_experiment must write a crash row with a one-line reason, and no traceback."""
-    r = experiment(ws, "malformed_replies", f"malformed {kind}", env={"CHEAT_MALFORMED": kind})
+    r = experiment(ws, cheater("malformed_replies", tmp_path / "c", CHEAT_MALFORMED=kind), f"malformed {kind}")
     no_traceback(r)
     assert r.returncode in (0, 1), f"run_experiment {died_by_signal(r) or f'exited {r.returncode}'}: {r.stderr[-1500:]}"
     mine = [row for row in rows(ws) if row["desc"] == f"malformed {kind}"]
@@ -429,17 +440,17 @@ def forged_lines(text: str) -> list[str]:
 
 
 def check_no_forgery(text: str, where: str) -> None:
-    assert "\x1b" not in text, f"an ESC byte from the worker reached {where}: {text[text.index(chr(27)) - 80:][:200]!r}"
+    assert "\x1b" not in text, f"an ESC byte from the worker reached {where}: {text[max(0, text.index(chr(27)) - 80):][:200]!r}"
     assert not forged_lines(text), f"a forged line in {where}: {forged_lines(text)}"
     rows_ = FORGED_ROW.findall(text)
     assert not rows_, f"forged markdown in {where}: {rows_}"
 
 
 @pytest.mark.parametrize("how", ["info", "raise", "exit"])
-def test_forged_lines_in_verify(at_toy: Path, how: str) -> None:
+def test_forged_lines_in_verify(at_toy: Path, tmp_path: Path, how: str) -> None:
     """forges_output through verify.py: each variant fails, so no line may say `passed: True`."""
-    r = tool(at_toy, "verify.py", "--candidate", str(CHEATERS / "forges_output.py"), "--device", "cpu",
-             env={"CHEAT_FORGE": how})
+    r = tool(at_toy, "verify.py", "--candidate", str(cheater("forges_output", tmp_path / "c", CHEAT_FORGE=how)),
+             "--device", "cpu")
     assert r.returncode == 1, f"verify exited {r.returncode}: {(r.stdout + r.stderr)[-1500:]}"
     no_traceback(r)
     check_no_forgery(r.stdout, "verify's output")
@@ -447,10 +458,10 @@ def test_forged_lines_in_verify(at_toy: Path, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["raise", "keeper"])
-def test_forged_lines_in_records(ws: Path, how: str) -> None:
+def test_forged_lines_in_records(ws: Path, tmp_path: Path, how: str) -> None:
     """forges_output through run_experiment.py: its output, results.tsv, leaderboard.md,
     PROGRESS.md and the keeper's profiles/*.md hold no forged line, no ESC, no forged markdown."""
-    r = experiment(ws, "forges_output", f"forged {how}", env={"CHEAT_FORGE": how})
+    r = experiment(ws, cheater("forges_output", tmp_path / "c", CHEAT_FORGE=how), f"forged {how}")
     no_traceback(r)
     mine = [row for row in rows(ws) if row["desc"] == f"forged {how}"]
     assert len(mine) == 1, f"no row: {(r.stdout + r.stderr)[-1500:]}"
