@@ -489,3 +489,34 @@ def test_benchmark_input_cannot_be_rebuilt(at_toy: Path) -> None:
     worst = max(c["quality"] for c in checked)  # the toy's gate: lower is better
     assert f["quality"] == worst, f"reported quality {f['quality']} is not the worst of the calls ({worst}): " \
                                   f"{[(c['input'], c['quality']) for c in checked]}"
+
+
+# --- beyond the list: the floor from the worker's word; the tool from the worker's own process ----
+
+def test_the_floor_is_not_the_workers_word(ws: Path) -> None:
+    """inflates_flops: during the 'flops' request only, a free 65536^3 matmul on the meta device,
+    which the counter in the worker adds to the count. The floor must not rise above the call."""
+    r = experiment(ws, "inflates_flops", "inflated flops")
+    no_traceback(r)
+    mine = [row for row in rows(ws) if row["desc"] == "inflated flops"]
+    assert len(mine) == 1 and mine[0]["status"] == "keep", f"not a keeper, so not counted: {mine} {r.stderr[-1000:]}"
+    facts = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())["facts"]
+    floor_s, median = facts.get("floor_s"), facts["median_s"]
+    assert floor_s is None or floor_s <= median, \
+        f"the floor {floor_s:.4g} s is above the measured median {median:.4g} s ({facts.get('floor_note')})"
+
+
+def test_the_tool_leaves_no_fingerprint(template: Path, tmp_path: Path) -> None:
+    """fingerprints_tool through verify.py and run_experiment.py, same environment: what the worker
+    sees of its own process must not say which tool started it."""
+    env = {"TOY_DELAY_S": str(BASELINE_DELAY_S)}
+    ws = shutil.copytree(template, tmp_path / "ws", symlinks=True)  # one workspace: one goals path
+    v = tool(ws, "verify.py", "--candidate", str(cheater("fingerprints_tool")), "--device", "cpu", env=env)
+    seen_v = json.loads([ln for ln in v.stdout.splitlines() if ln.startswith("{")][-1])["info"]["fingerprint"]
+    e = tool(ws, "run_experiment.py", "--desc", "fingerprint", "--candidate", str(cheater("fingerprints_tool")),
+             "--device", "cpu", "--no-profile", env=env)
+    mine = [row for row in rows(ws) if row["desc"] == "fingerprint"]
+    assert mine, e.stderr[-1500:]
+    seen_e = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())["facts"]["info"]["fingerprint"]
+    differ = {k: (seen_v.get(k), seen_e.get(k)) for k in set(seen_v) | set(seen_e) if seen_v.get(k) != seen_e.get(k)}
+    assert not differ, f"the worker can tell verify from run_experiment by: {differ}"
