@@ -520,3 +520,35 @@ def test_the_tool_leaves_no_fingerprint(template: Path, tmp_path: Path) -> None:
     seen_e = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())["facts"]["info"]["fingerprint"]
     differ = {k: (seen_v.get(k), seen_e.get(k)) for k in set(seen_v) | set(seen_e) if seen_v.get(k) != seen_e.get(k)}
     assert not differ, f"the worker can tell verify from run_experiment by: {differ}"
+
+
+# --- the controls: the same paths pass an honest candidate -------------------------------------------
+
+HONEST_FAST = '''"""An honest candidate, faster than the slow baseline (the toy's delay set to 0)."""
+
+
+def build_decoder(model, example_input):
+    model.delay = 0.0
+    return (lambda x: model(x)), {"dtype": "float32"}
+'''
+
+
+def test_controls_pass_an_honest_candidate(ws: Path, tmp_path: Path) -> None:
+    """Each check above can pass: an honest candidate through a child session keeps the harness's
+    scheduling; through run_experiment it is a keeper whose row, record, profile and output hold no
+    forgery, whose floor is below its median, and nothing of it outlives the run."""
+    honest = tmp_path / "honest_fast.py"
+    honest.write_text(HONEST_FAST)
+    r, f = child_session(honest, timeout=120)
+    assert f is not None and f["passed"], (r.returncode, r.stderr[-1500:])
+    assert f["harness_sched"]["before"] == f["harness_sched"]["after"], f["harness_sched"]
+    r = experiment(ws, honest, "honest fast")
+    no_traceback(r)
+    mine = [row for row in rows(ws) if row["desc"] == "honest fast"]
+    assert len(mine) == 1 and mine[0]["status"] == "keep", (mine, r.stdout[-1500:])
+    assert list((ws / "profiles").glob("*.md")), "no profile written for the keeper"
+    check_no_forgery(r.stdout + r.stderr, "run_experiment's output")
+    for path in [ws / "results.tsv", ws / "leaderboard.md", ws / "PROGRESS.md", *(ws / "profiles").glob("*.md")]:
+        check_no_forgery(path.read_text(), str(path.relative_to(ws)))
+    facts = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())["facts"]
+    assert facts.get("floor_s") is None or facts["floor_s"] <= facts["median_s"], facts.get("floor_note")
