@@ -268,7 +268,6 @@ def test_records_are_out_of_sight(tmp_path: Path) -> None:
         f = measure(cheater("reads_records", tmp_path / "c", CHEAT_LOOK=str(ws)))
     said = info(f)
     assert f["passed"], f"the worker read the records: {said.get('read')} (locks: {said.get('locks')}); {f['reason']}"
-    assert not said.get("read"), said
 
 
 # --- 6: files that cannot be deleted ---------------------------------------------------------------
@@ -463,7 +462,7 @@ def test_forged_lines_in_verify(at_toy: Path, tmp_path: Path, how: str) -> None:
     check_no_forgery(r.stderr, "verify's stderr")
 
 
-@pytest.mark.parametrize("how", ["raise", "keeper"])
+@pytest.mark.parametrize("how", ["raise", "keeper", "keeper_str", "keeper_profile"])
 def test_forged_lines_in_records(ws: Path, tmp_path: Path, how: str) -> None:
     """forges_output through run_experiment.py: its output, results.tsv, leaderboard.md,
     PROGRESS.md and the keeper's profiles/*.md hold no forged line, no ESC, no forged markdown."""
@@ -471,8 +470,10 @@ def test_forged_lines_in_records(ws: Path, tmp_path: Path, how: str) -> None:
     no_traceback(r)
     mine = [row for row in rows(ws) if row["desc"] == f"forged {how}"]
     assert len(mine) == 1, f"no row: {(r.stdout + r.stderr)[-1500:]}"
-    if how == "keeper":
-        assert mine[0]["status"] == "keep", f"the honest keeper variant was not kept: {mine[0]}"
+    reason = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text()).get("reason")
+    if how == "keeper":  # honest but for its info: kept, profiled (a forged profile reply may be refused)
+        assert mine[0]["status"] == "keep", f"the honest keeper variant was not kept: {mine[0]['status']}: {reason}"
+    if mine[0]["status"] == "keep":
         assert list((ws / "profiles").glob("*.md")), "no profile written for the keeper"
     check_no_forgery(r.stdout, "run_experiment's output")
     check_no_forgery(r.stderr, "run_experiment's stderr")
@@ -526,6 +527,8 @@ def test_the_tool_leaves_no_fingerprint(template: Path, tmp_path: Path) -> None:
     seen_e = info(json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())["facts"]).get("fingerprint")
     if seen_v is None or seen_e is None:
         pytest.skip("the harness keeps no `info` from the worker: no fingerprint can be reported (nor leak)")
+    if not (isinstance(seen_v, dict) and isinstance(seen_e, dict)):  # a harness that keeps info as text
+        seen_v, seen_e = {"fingerprint": str(seen_v)}, {"fingerprint": str(seen_e)}
     differ = {k: (seen_v.get(k), seen_e.get(k)) for k in set(seen_v) | set(seen_e) if seen_v.get(k) != seen_e.get(k)}
     assert not differ, f"the worker can tell verify from run_experiment by: {differ}"
 

@@ -6,9 +6,13 @@ picks where they go:
   raise   every call raises an exception whose message is the forgery;
   exit    the worker prints the forgery and exits with code 3 (the harness quotes its last line);
   keeper  an honest, fast candidate (it sets the toy's delay to 0: a keeper against a slow
-          baseline) with the forgery as `info` and as a kernel category in its profile reply,
-          both of which land in the keeper's profiles/<exp>.md.
-Every variant but keeper fails, so a `passed: True` line anywhere is forged.
+          baseline) whose `info` dict holds the forgery as a key and as a value; the info lands
+          in the keeper's profiles/<exp>.md;
+  keeper_str      the same with `info` the forgery itself, a string (against the contract: a
+          harness may refuse it, a crash);
+  keeper_profile  the same as keeper, and the forgery as a kernel category in its profile reply
+          (a harness may refuse that reply, a crash, or escape it).
+Every variant but the keepers fails, so a `passed: True` line anywhere is forged.
 
 Stopped by: every string from the worker escaped (control characters, markdown) before it is
 printed or written. The test runs verify.py / run_experiment.py and checks their output and the
@@ -46,15 +50,18 @@ def build_decoder(model, example):
     if how == "exit":
         print(FORGED, flush=True)
         os._exit(3)
-    if how == "keeper":
-        if hasattr(model, "delay"):
-            model.delay = 0.0
+    keeper = how.startswith("keeper")
+    if keeper and hasattr(model, "delay"):
+        model.delay = 0.0
+    if how == "keeper_profile":
         patch_profile()
 
     def forward(x):
         if how == "raise":
             raise RuntimeError(FORGED)
         out = honest(model, x)
-        return out if how == "keeper" else torch.full_like(out, 9.0)
+        return out if keeper else torch.full_like(out, 9.0)
 
+    if how in ("keeper", "keeper_profile"):
+        return forward, {"cheat": FORGED, FORGED: "a forged key"}
     return forward, FORGED
