@@ -563,3 +563,46 @@ def test_controls_pass_an_honest_candidate(ws: Path, tmp_path: Path) -> None:
         check_no_forgery(path.read_text(), str(path.relative_to(ws)))
     facts = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())["facts"]
     assert facts.get("floor_s") is None or facts["floor_s"] <= facts["median_s"], facts.get("floor_note")
+
+
+# --- beyond the list: state carried in kernel objects that are not files --------------------------
+
+def _sysv_and_key(marker: str) -> tuple[int, int]:
+    """(the SysV segment id, the user-keyring key serial) the cheater would use for this marker:
+    each -1 when absent on this host."""
+    import ctypes
+    import hashlib
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = int(hashlib.sha256(marker.encode()).hexdigest()[:7], 16)
+    shm = libc.shmget(key, 0, 0)
+    serial = libc.syscall(250, 10, ctypes.c_long(-4), b"user", f"auto-optim-cheat-{marker}".encode(), 0)
+    return shm, serial
+
+
+def _remove_sysv_and_key(marker: str) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    shm, serial = _sysv_and_key(marker)
+    if shm >= 0:
+        libc.shmctl(shm, 0, None)  # IPC_RMID
+    if serial > 0:
+        libc.syscall(250, 9, ctypes.c_long(serial), ctypes.c_long(-4))  # KEYCTL_UNLINK from @u
+
+
+def test_no_state_in_ipc_or_keyrings(at_toy: Path, tmp_path: Path) -> None:
+    """persists_outside_files, twice: a SysV shared memory segment and a user-keyring key planted
+    by the first worker; the second looks for them (and fails the gate if it finds them)."""
+    tag = uuid.uuid4().hex[:12]
+    planter = cheater("persists_outside_files", tmp_path / "c", CHEAT_MARKER=tag)
+    try:
+        first = measure(planter)
+        second = measure(planter)
+        left = _sysv_and_key(tag)
+    finally:
+        _remove_sysv_and_key(tag)
+    assert first["passed"], first["reason"]
+    assert second["passed"], f"the second worker found the first one's state: {info(second).get('found')}"
+    assert left == (-1, -1) or (left[0] < 0 and left[1] <= 0), \
+        f"left on the host: SysV segment {left[0]}, keyring key {left[1]} (the cheater planted {info(first).get('planted')})"
