@@ -24,12 +24,11 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 from conftest import make_toy, use
-from harness import sandbox
 from harness.session import Session
 
 REPO = Path(__file__).resolve().parent.parent
@@ -167,7 +166,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def ws(template: Path, tmp_path: Path) -> Path:
+def ws(template: Path, tmp_path: Path) -> Iterator[Path]:
     dest = tmp_path / "ws"
     shutil.copytree(template, dest, symlinks=True)
     with use(dest):

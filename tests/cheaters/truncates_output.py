@@ -11,8 +11,6 @@ it. The test checks that the harness survives and reports a failure with a one-l
 
 import os
 
-import torch
-
 from _reach import worker
 from _target import honest
 
