@@ -263,8 +263,13 @@ def test_records_are_out_of_sight(tmp_path: Path) -> None:
     (ws / "runs").mkdir(exist_ok=True)
     (ws / "runs" / "run_experiment.lock").write_text(f"pid {os.getpid()}, since now")
     (ws / "PROGRESS.md").write_text("# Progress\n\n## Log\n\n- e001 keep: 0.123 s\n")
-    with use(ws):
-        f = measure(cheater("reads_records", tmp_path / "c", CHEAT_LOOK=str(ws)))
+    # Through verify.py, a process of its own on this workspace (a harness process that has
+    # imported the toy's adapter from another workspace would show the worker that one's folder).
+    r = tool(ws, "verify.py", "--candidate", str(cheater("reads_records", tmp_path / "c", CHEAT_LOOK=str(ws))),
+             "--device", "cpu")
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert lines, f"verify printed no facts (exit {r.returncode}): {r.stderr[-1500:]}"
+    f = json.loads(lines[-1])
     said = info(f)
     assert f["passed"], f"the worker read the records: {said.get('read')} (locks: {said.get('locks')}); {f['reason']}"
 
