@@ -99,6 +99,13 @@ def test_no_network(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert f["passed"] and not accepted, f"the worker reached a local server: {f['reason']}"
 
 
+def test_no_secret_in_its_environment(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-a-real-one")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-not-a-real-one")
+    f = measure("reads_environment")
+    assert f["passed"], f"the worker saw secrets in its environment: {f.get('info')}"
+
+
 def test_cannot_signal_the_harness(at_toy: Path) -> None:
     f = measure("signals_harness")
     assert f["passed"], f"a signal reached the harness: {f['reason']}"
