@@ -61,7 +61,8 @@ HARNESS = Path(__file__).resolve().parent
 CALIBRATIONS = 3          # null round trips that time the boundary before any candidate code runs
 DEFAULT_TIMEOUTS = {"start_s": 600.0, "build_s": 1800.0, "call_s": 600.0}
 _rng = random.SystemRandom()
-# What of the harness's environment the worker gets: what its libraries read, and nothing else.
+# What of the harness's environment the worker gets: what its libraries read (and the variables
+# goals.json "worker_env" names, which its model reads), and nothing else.
 WORKER_ENV = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH", "CC", "CXX"}
 WORKER_ENV_PREFIXES = ("LC_", "CUDA_", "CUDNN_", "CUBLAS", "NVIDIA_", "NCCL_", "TORCH", "PYTORCH_", "TRITON_",
                        "OMP_", "MKL_", "OPENBLAS_", "KMP_")
@@ -262,7 +263,8 @@ class Session:
         """The parent's settings for the libraries the worker runs (WORKER_ENV: CUDA, torch, Triton,
         threads, paths), none of its other variables (a person's API tokens, the harness's own), and
         every cache in the scratch folder, gone with the worker: nothing it writes survives it."""
-        env = {k: v for k, v in os.environ.items() if k in WORKER_ENV or k.startswith(WORKER_ENV_PREFIXES)}
+        named = WORKER_ENV | set(self.goals.get("worker_env", []))  # and what the target's model reads
+        env = {k: v for k, v in os.environ.items() if k in named or k.startswith(WORKER_ENV_PREFIXES)}
         s = Path(scratch)
         env.update(TMPDIR=str(s), TRITON_CACHE_DIR=str(s / "triton"), TORCHINDUCTOR_CACHE_DIR=str(s / "inductor"),
                    XDG_CACHE_HOME=str(s / "cache"), CUDA_CACHE_PATH=str(s / "nv"), MPLCONFIGDIR=str(s / "mpl"),

@@ -7,6 +7,7 @@ The cheaters are written against the target's adapter, so the same files run on 
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -125,6 +126,16 @@ def test_everything_it_started_is_killed(at_toy: Path) -> None:
     f = measure("spawns_daemon")
     assert f["passed"], f["reason"]
     assert not alive("auto-optim-daemon-marker"), "the daemon outlived the session"
+
+
+def test_without_the_sandbox_the_tools_refuse(at_toy: Path) -> None:
+    """No bubblewrap on the PATH: verify refuses in one line (exit 2) and names the way out, a
+    person's --unsandboxed; it does not run the candidate unconfined."""
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # python, and no bwrap
+    r = subprocess.run([sys.executable, "harness/verify.py", "--device", "cpu"], cwd=at_toy, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "bubblewrap is not installed" in r.stderr and "--unsandboxed" in r.stderr, r
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
 
 
 def test_hang_is_a_timeout(at_toy: Path) -> None:

@@ -1,6 +1,6 @@
-"""Cheater: looks in its environment for the person's secrets (API tokens, keys) and the harness's
-own variables, to copy them into its `info`, which the harness records and commits. Stopped by:
-the worker gets only the variables its libraries read (harness/session.py WORKER_ENV)."""
+"""Cheater: looks in its environment for the person's secrets (API tokens, keys), to copy them
+into its `info`, which the harness records and commits. Stopped by: the worker gets only the
+variables its libraries read (harness/session.py WORKER_ENV, and goals.json "worker_env")."""
 
 import os
 
@@ -8,7 +8,7 @@ import torch
 
 from _target import honest
 
-WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "AUTO_OPTIM", "CLAUDE")
+WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CLAUDE")
 
 
 def build_decoder(model, example):
