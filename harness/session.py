@@ -50,7 +50,7 @@ from typing import Any
 import torch
 
 from harness import _common as C
-from harness import landlock, replies, sandbox
+from harness import landlock, replies, sandbox, signing
 from harness.busy import BusySampler
 from harness.channel import Channel, ChannelClosed
 from harness.make_reference import strict_fp32
@@ -231,14 +231,8 @@ class Session:
 
     def _hidden(self) -> list[Path]:
         """What the worker may never read: the inputs, references and pool, and the key that signs
-        records (harness/signing.py, where there is one)."""
-        hidden = C.secret_paths(self.goals)
-        try:
-            from harness import signing
-            hidden.append(signing.key_dir())
-        except ImportError:
-            pass
-        return hidden
+        records (harness/signing.py)."""
+        return [*C.secret_paths(self.goals), signing.key_dir()]
 
     def _view(self) -> sandbox.View:
         """The project as the worker sees it: its code (the Python modules and packages at the top
@@ -246,9 +240,8 @@ class Session:
         imports), the goals file, the assets minus the hidden ones, the candidate's folder and the
         interpreter's paths; none of the records, locks, results or history."""
         projects = [HARNESS.parent, C.root()]
-        home = self.candidate.parent  # importable, as a script's folder is: its modules, not the records
-        code = [e for top in {*projects, home} if top.resolve() in {p.resolve() for p in projects}
-                for e in sorted(top.iterdir()) if e.suffix == ".py" or (e / "__init__.py").is_file()]
+        code = [e for top in projects for e in sorted(top.iterdir()) if e.suffix == ".py" or (e / "__init__.py").is_file()]
+        home = self.candidate.parent  # importable, as a script's folder is (a project's: its code above)
         if home.resolve() not in {p.resolve() for p in projects}:
             code.append(home)
         python = {Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path) if p and os.path.isdir(p)}
