@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SCRATCH = "/tmp"            # the worker's only writable folder, a tmpfs inside the sandbox
-SCRATCH_BYTES = 8 << 30     # its size limit: compiler caches and temporaries, not a disk
+SCRATCH_BYTES = 4 << 30     # its size limit (memory: a tmpfs): compiler caches and temporaries, not a disk
+NOT_INSTALLED = "bubblewrap is not installed (apt-get install bubblewrap)"
 NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
               "--unshare-cgroup-try")
 DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia-caps",
@@ -67,9 +69,7 @@ def available() -> str | None:
     """None when the sandbox can be made here, else why not (one line)."""
     exe = bwrap()
     if exe is None:
-        return "bubblewrap is not installed (apt-get install bubblewrap)"
-    import subprocess
-
+        return NOT_INSTALLED
     probe = subprocess.run([exe, *NAMESPACES, "--die-with-parent", "--ro-bind", "/", "/", "--", "true"],
                            capture_output=True, text=True, timeout=30)
     if probe.returncode != 0:
@@ -106,7 +106,7 @@ def wrap(argv: list[str], view: View) -> list[str]:
     """The command line that runs `argv` in the sandbox (file descriptors pass through as they are)."""
     exe = bwrap()
     if exe is None:
-        raise Unavailable("bubblewrap is not installed (apt-get install bubblewrap)")
+        raise Unavailable(NOT_INSTALLED)
     hidden = {Path(os.path.realpath(h)) for h in view.hidden}
     args = [exe, *NAMESPACES, "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--as-pid-1",
             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
