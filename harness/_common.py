@@ -175,12 +175,21 @@ def frozen_hash(files: dict[str, str] | None = None) -> str:
     return sha256_bytes("\n".join(f"{k} {v}" for k, v in sorted(files.items())).encode())[:16]
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write via a temporary file and rename, so a crash never leaves half a file."""
+def atomic_write(path: Path, data: bytes | str, exclusive: bool = False) -> None:
+    """Write via a temporary file and rename, so a crash never leaves half a file. exclusive: a
+    file that exists is never replaced (SetupError): records are written once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    if not exclusive:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)  # fails where the name exists, with no window between the check and the write
+    except FileExistsError:
+        raise SetupError(f"{path} exists; a record is never written over") from None
+    finally:
+        tmp.unlink()
 
 
 def save_tensor_atomic(obj: Any, path: Path) -> None:
@@ -324,6 +333,20 @@ def load_candidate(path: Path, goals: dict[str, Any]):
     if build is None:
         raise AttributeError(f"{path.name} defines no {goals['build_fn']}()")
     return build, sha256_bytes(source)
+
+
+def plural(n: int, word: str) -> str:
+    """'1 row', '2 rows'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def run_cli(main: Any, name: str, interrupted: str = "") -> int:
+    """A tool's entry point: Ctrl-C ends it with one line and exit 130, not a traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted (Ctrl-C)" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
+        return 130
 
 
 def emit(human: list[str], facts: dict[str, Any]) -> None:

@@ -45,8 +45,9 @@ through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checko
 that key signed only, and checks every field of it (read_record_file, validate_record).
 --apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's: Claude
 Code's hook (harness/hooks/guard_frozen.py) refuses them to the agent.
-Exit: 0 recorded keeper/baseline or a re-run within noise, 1 other recorded rows, 2 refused
-(nothing recorded).
+Exit: 0 measured and recorded (baseline, keep, revert, rerun: the candidate passed every check,
+whatever the decision), 1 recorded but the candidate failed (gate_fail, crash, timeout, tampered),
+2 refused (nothing recorded), 130 interrupted (Ctrl-C; nothing recorded for the run in progress).
 """
 
 from __future__ import annotations
@@ -453,6 +454,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     # Whether the target itself was measured (then a revert restores it): compared, never opened.
     measured_target = rec.get("candidate_file") in (None, str(target))
     rows = R.read_rows()
+    R.check_complete()
     preset = rec["preset"]
     f = rec.get("facts") or {}
     gpu = f.get("gpu") or "?"
@@ -497,6 +499,11 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         speedup = 1.0
     elif f.get("median_s") and base_row:
         speedup = float(base_row["median_s"]) / f["median_s"]  # the baseline row is fp32 eager
+    record, prof, strip = (C.root() / d / f"{exp}.{ext}" for d, ext in (("records", "json"), ("profiles", "md"), ("quality", "png")))
+    taken = [x for x in (record, prof, strip) if x.exists()]
+    if taken:
+        raise Refused(f"{taken[0].relative_to(C.root())} exists but results.tsv has no row {exp}: nothing is ever "
+                      f"written over a record; run python harness/records.py restore")
     repo = _git_repo()
     note, commit = "", "-"
     if status == "keep":
@@ -509,18 +516,13 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         _saved_best(preset).unlink(missing_ok=True)
     elif measured_target:
         note = restore(current, target, preset, repo)
-    versions = " ".join(f"{k} {f[k]}" for k in ("torch", "cuda", "cudnn") if f.get(k))
-    row = {"exp": exp, "commit": commit, "timestamp": rec["timestamp"], "desc": rec["desc"], "status": status,
-           "median_s": f.get("median_s"), "spread_s": f.get("spread_s"), "quality": f.get("quality"),
-           "max_abs": f.get("max_abs"), "speedup_vs_fp32": speedup, "gpu": gpu, "preset": preset,
-           "weights": f.get("weights_kind"), "frozen_hash": rec["frozen_hash"], "candidate_sha": rec.get("candidate_sha"),
-           "versions": versions, "wall_s": rec.get("wall_s"), "sandbox": f.get("sandbox"),
-           "metric": rec.get("metric") if status not in R.RED else None}
+    # The record first, then the row made from it (R.row_from_record): a row is never without its record.
+    entry = {**rec, "exp": exp, "status": status, "commit": commit, "speedup_vs_fp32": speedup}
+    C.atomic_write(record, json.dumps(entry, indent=1, default=str), exclusive=True)
+    row = R.row_from_record(json.loads(record.read_text()))
     R.append_row(row)
     rows = R.read_rows()
     R.write_leaderboard(rows, goals=goals, here=(preset, gpu))
-    record = C.root() / "records" / f"{exp}.json"
-    C.atomic_write(record, json.dumps({**rec, "exp": exp, "status": status}, indent=1, default=str))
     why = rec.get("reason") or rerun_note
     R.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
     written = [R.results_path(), R.leaderboard_path(), R.progress_path(), C.root() / "records"]
@@ -528,19 +530,18 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         print(f"run_experiment: keeper {exp} has no profile in its record; "
               f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
     if status in R.KEEPERS and rec.get("profile_md"):
-        prof = C.root() / "profiles" / f"{exp}.md"
-        C.atomic_write(prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1))
+        C.atomic_write(prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1),
+                       exclusive=True)
         written.append(prof)
     if status in R.KEEPERS and rec.get("strip_png"):
-        strip = C.root() / "quality" / f"{exp}.png"
-        C.atomic_write(strip, base64.b64decode(rec["strip_png"]))
+        C.atomic_write(strip, base64.b64decode(rec["strip_png"]), exclusive=True)
         written.append(strip)
     png = render_plot(goals)
     if png:
         written.append(png)
     if status in R.KEEPERS and repo is not None:
         _commit(repo, written, f"{exp}: record and profile")
-    return (0 if status in R.KEEPERS or reproduced else 1), {
+    return (1 if status in R.RED else 0), {
         "exp": exp, "status": status, "row": row, "best": best, "note": note, "rerun": rerun_note, "reason": rec.get("reason")}
 
 
@@ -640,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise Refused("--measure-only needs --record-out FILE.json")
             if a.record_out:
                 check_record_out(a.record_out)
+            if not a.measure_only:
+                R.check_complete()  # before minutes of measuring: apply checks again under its lock
             with device_lock():
                 recs = measure(a, goals)
             for rec in recs:
@@ -653,7 +656,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
         results, code = [], 0
         for rec in recs:
-            code, facts = apply(rec, goals, a.rebaseline and rec is recs[0])
+            done, facts = apply(rec, goals, a.rebaseline and rec is recs[0])
+            code = max(code, done)
             results.append(facts)
         lock.close()
     except (Refused, C.SetupError) as e:
@@ -669,4 +673,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(C.run_cli(main, "run_experiment", "nothing recorded for the experiment in progress; "
+                                               "the rows recorded before it stay"))
