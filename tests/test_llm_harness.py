@@ -110,6 +110,6 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     rc, f, out = finish(cheat)
     assert rc == 1 and not f["passed"] and f["status"] == "gate_fail" and "max KL" in f["reason"], out
     rc, f, out = finish(revert)
-    assert rc == 1 and f["status"] == "revert", out
+    assert rc == 0 and f["status"] == "revert", out  # measured and recorded: 0
     assert (ws / "optimize.py").read_text() == before  # put back to the best keeper
     assert "max KL" in (ws / "leaderboard.md").read_text()
