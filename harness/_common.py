@@ -199,14 +199,15 @@ def save_tensor_atomic(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-REMAKE = "run python harness/prepare.py (add --force to remake what is there)"
+REMAKE = "run python harness/prepare.py (it remakes what is missing, damaged or stale)"
 
 
-def load_asset(path: Path, what: str) -> dict[str, Any]:
+def load_asset(path: Path, what: str, mmap: bool = False) -> dict[str, Any]:
+    """An asset file as a dict (mmap: its tensors mapped, not read: a cheap check of a large one)."""
     if not path.is_file():
         raise SetupError(f"{what} not found: {path}; {REMAKE}")
     try:
-        asset = torch.load(path, map_location="cpu", weights_only=True)
+        asset = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # noqa: BLE001 - any unreadable file is the same setup error
         raise SetupError(f"{what} {path} is damaged ({type(e).__name__}); {REMAKE}") from None
     if not isinstance(asset, dict):
@@ -244,11 +245,10 @@ def load_input_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) ->
 
 def _check_made_for(meta: dict[str, Any], adapter: ModuleType, path: Path) -> None:
     """A reference is only valid for the weights and model code it was made with."""
-    again = "run python harness/make_reference.py --force"
     if meta.get("model_sha256") != model_code_sha256(adapter):
-        raise SetupError(f"model code changed since {path.name} was made; {again}")
+        raise SetupError(f"model code changed since {path.name} was made; {REMAKE}")
     if meta.get("weights_id") != adapter.weights_id():
-        raise SetupError(f"weights changed since {path.name} was made; {again}")
+        raise SetupError(f"weights changed since {path.name} was made; {REMAKE}")
 
 
 def load_reference_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) -> tuple[torch.Tensor, torch.Tensor, dict]:
@@ -261,7 +261,7 @@ def load_reference_asset(goals: dict[str, Any], adapter: ModuleType, preset: str
     if not isinstance(ref, torch.Tensor):
         raise SetupError(f"{path} holds no 'output' tensor; {REMAKE}")
     if meta.get("input_sha256") != sha256_tensor(x):
-        raise SetupError(f"{path.name} was made from another input; run python harness/make_reference.py --force")
+        raise SetupError(f"{path.name} was made from another input; {REMAKE}")
     _check_made_for(meta, adapter, path)
     return x, ref, meta
 
@@ -275,24 +275,47 @@ def reference_follows_output(adapter: ModuleType) -> bool:
     return callable(getattr(adapter, "reference_for_output", None))
 
 
-def load_pool(goals: dict[str, Any], adapter: ModuleType, preset: str, device: str) -> list[dict[str, Any]]:
-    """The pool of fresh inputs: [{"input", "output" (its reference, None where the reference
-    follows the output), "strict"}] on `device`."""
+def _pool_files(preset: str) -> list[Path]:
     folder = pool_dir(preset)
     files = sorted(folder.glob("*.pt")) if folder.is_dir() else []
     if not files:
         raise SetupError(f"no pool of fresh inputs in {folder}; {REMAKE}")
+    return files
+
+
+def _pool_asset(f: Path, adapter: ModuleType, follows: bool, mmap: bool = False) -> dict[str, Any]:
+    """One pool file, checked: an input, its reference (unless it follows the output), made for
+    these weights and this model code."""
+    asset = load_asset(f, "pool input", mmap)
+    _check_made_for(asset.get("meta") or {}, adapter, f)
+    if not isinstance(asset.get("input"), torch.Tensor):
+        raise SetupError(f"{f} holds no input; {REMAKE}")
+    if asset.get("output") is None and not follows:
+        raise SetupError(f"{f} holds no reference; {REMAKE}")
+    return asset
+
+
+def check_pool(goals: dict[str, Any], adapter: ModuleType, preset: str) -> None:
+    """SetupError when the pool is missing, short of goals.json's size, damaged or stale (its
+    files mapped, not read: cheap at the full preset too)."""
+    files = _pool_files(preset)
+    want = int(goals.get("pool", {}).get("size", 8))
+    if len(files) < want:
+        raise SetupError(f"{pool_dir(preset)} holds {len(files)} inputs, goals.json's pool {want}; {REMAKE}")
+    for f in files:
+        _pool_asset(f, adapter, reference_follows_output(adapter), mmap=True)
+
+
+def load_pool(goals: dict[str, Any], adapter: ModuleType, preset: str, device: str) -> list[dict[str, Any]]:
+    """The pool of fresh inputs: [{"input", "output" (its reference, None where the reference
+    follows the output), "strict"}] on `device`."""
     follows = reference_follows_output(adapter)
     pool = []
-    for f in files:
-        asset = load_asset(f, "pool input")
-        meta = asset.get("meta") or {}
-        _check_made_for(meta, adapter, f)
-        if asset.get("output") is None and not follows:
-            raise SetupError(f"{f} holds no reference; {REMAKE}")
+    for f in _pool_files(preset):
+        asset = _pool_asset(f, adapter, follows)
         pool.append({"input": asset["input"].to(device),
                      "output": None if follows else asset["output"].to(device),
-                     "strict": follows or meta.get("precision") == "strict-fp32"})
+                     "strict": follows or (asset.get("meta") or {}).get("precision") == "strict-fp32"})
     return pool
 
 
