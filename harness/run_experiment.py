@@ -275,6 +275,24 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
     return None
 
 
+def check_committed(repo: Any, goals: dict[str, Any]) -> None:
+    """A revert restores the candidate from git and every row names a commit, so the target's files
+    (goals file, candidate, adapter package) must be committed: refused up front, in one line, not a
+    GitCommandError after the baseline row."""
+    if repo is None:
+        return
+    top = Path(repo.working_tree_dir).resolve()
+    files = [C.goals_path(), C.root() / goals["candidate"], C.root() / goals["adapter"].split(".")[0]]
+    rel = [os.path.relpath(p, top) for p in files if p.exists() or p.is_symlink()]
+    committed = repo.git.ls_tree("-r", "--name-only", "HEAD", "--", *rel).splitlines() if repo.head.is_valid() else []
+    missing = [r for r in rel if not any(c == r or c.startswith(r + "/") for c in committed)]
+    missing += repo.git.ls_files("--others", "--exclude-standard", "--", *rel).splitlines()
+    if missing:
+        raise Refused(f"{', '.join(dict.fromkeys(missing))} not committed: a revert restores {goals['candidate']} from "
+                      f"git and each row names a commit; commit the target first (git add {os.path.relpath(C.root(), top)} "
+                      f"&& git commit), then run again")
+
+
 def check_frozen(base: dict[str, str] | None, fh: str) -> None:
     if base and base["frozen_hash"] != fh:
         raise Refused(
@@ -431,7 +449,10 @@ def restore(keeper: dict[str, str] | None, target: Path, preset: str, repo: Any)
         source, where = saved.read_text(), f"{keeper['exp']}, the current keeper"
     elif repo is not None and keeper is not None and keeper["commit"] not in ("-", "nogit"):
         rel = target.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
-        source = repo.git.show(f"{keeper['commit']}:{rel}", strip_newline_in_stdout=False)
+        try:
+            source = repo.git.show(f"{keeper['commit']}:{rel}", strip_newline_in_stdout=False)
+        except Exception:  # noqa: BLE001 - GitCommandError: that commit does not hold the file
+            return f"optimize.py left as it is: {rel} is not in {keeper['exp']}'s commit {keeper['commit']}"
         where = f"the version committed with {keeper['exp']} ({keeper['commit']})"
     else:
         return "optimize.py left as it is (no keeper to restore yet)"
@@ -632,6 +653,8 @@ def main(argv: list[str] | None = None) -> int:
         goals = C.load_goals()
         # Measuring alone (a wave member, a cloud run) records nothing: it needs only its GPU.
         lock = None if a.measure_only else acquire_lock()
+        if not a.measure_only:
+            check_committed(_git_repo(), goals)
         if a.apply:
             recs = read_record_file(a.apply, goals)
         else:

@@ -134,3 +134,25 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     assert err.strip().splitlines() == ["run_experiment: interrupted (Ctrl-C); nothing recorded for the experiment "
                                         "in progress; the rows recorded before it stay"], err
     assert not (ws / "results.tsv").exists() or len(R.read_rows(ws / "results.tsv")) == 0
+
+
+def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
+    """The issue's retarget: tests/toy_target copied to targets/toy of a repository and run before
+    it is committed. Refused in one line before anything is measured or recorded; once committed,
+    the first run records its baseline and its candidate (a revert, restored from git)."""
+    repo = tmp_path / "repo"
+    ws = make_toy(repo / "targets" / "toy")
+    (repo / "README.md").write_text("a project\n")
+    for cmd in (["git", "init", "-q"], ["git", "add", "README.md"],
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+        subprocess.run(cmd, cwd=repo, check=True)
+    rc, f, out = run_here(ws, "--desc", "x", "--no-profile")
+    assert rc == 2 and "targets/toy/goals.json, targets/toy/optimize.py, targets/toy/toymodel" in f["reason"], out
+    assert "git add targets/toy" in f["reason"], out
+    refused_in_one_line(out, f)
+    assert not (ws / "results.tsv").exists() and not (ws / "records").exists()
+    subprocess.run(["git", "add", "targets"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "target toy"], cwd=repo, check=True)
+    rc, f, out = run_here(ws, "--desc", "x", "--no-profile")
+    assert rc == 0 and [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "revert"], out
+    assert "optimize.py is already the version committed with e001" in out, out
