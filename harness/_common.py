@@ -14,6 +14,7 @@ import json
 import linecache
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -356,6 +357,11 @@ def load_candidate(path: Path, goals: dict[str, Any]):
     if build is None:
         raise AttributeError(f"{path.name} defines no {goals['build_fn']}()")
     return build, sha256_bytes(source)
+
+
+def slug(text: str) -> str:
+    """A machine's name as a file name: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def plural(n: int, word: str) -> str:

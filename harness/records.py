@@ -321,16 +321,18 @@ def write_leaderboard(rows: list[dict[str, str]] | None = None, path: Path | Non
            f"machine: rows are only compared with rows of the same preset measured on the same GPU model, and "
            f"first with those of the comparison in force (since its latest baseline). "
            f"{spec['name']} in {spec.get('unit', '')}, {better} is better. All attempts: results.tsv ({len(rows)} rows).", ""]
-    header = [f"| rank | exp | {spec['name']} | median (s) | spread (s) | speedup vs fp32 eager | {quality} | max abs "
-              "| status | description | commit | weights | versions | frozen hash |",
-              "|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---|"]
+    own = spec["name"] != "median_s"  # a metric other than the median gets a column of its own
+    names = (["rank", "exp"] + [spec["name"]] * own + ["median (s)", "spread (s)", "speedup vs fp32 eager", quality,
+             "max abs", "status", "description", "code commit", "weights", "versions", "frozen hash"])
+    text = {"exp", "status", "description", "code commit", "weights", "versions", "frozen hash"}  # left-aligned
+    header = ["| " + " | ".join(names) + " |", "|" + "|".join("---" if n in text else "---:" for n in names) + "|"]
 
     def table(keep: list[dict[str, str]]) -> list[str]:
         lines = list(header)
         for i, r in enumerate(sorted(keep, key=lambda r: sort_key(r, better)), 1):
-            cells = [str(i), r["exp"], f"{metric_value(r):.6g}", r["median_s"], r["spread_s"], r["speedup_vs_fp32"],
-                     r["quality"], r["max_abs"], r["status"], r["desc"], r["commit"], r["weights"],
-                     r["versions"], r["frozen_hash"]]
+            cells = ([str(i), r["exp"]] + [f"{metric_value(r):.6g}"] * own + [r["median_s"], r["spread_s"],
+                     r["speedup_vs_fp32"], r["quality"], r["max_abs"], r["status"], r["desc"], r["commit"], r["weights"],
+                     r["versions"], r["frozen_hash"]])
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         return lines + [""]
 

@@ -27,7 +27,8 @@ distance from that keeper.
 Every attempt appends exactly one row to results.tsv (baseline, keep, revert, rerun, gate_fail,
 crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
 record to records/<exp>.json (the source, every figure, the profile and quality strip of a
-keeper), regenerates leaderboard.md and progress.png and adds a line to PROGRESS.md.
+keeper), regenerates leaderboard.md and this machine's progress/<preset>-<machine>.png and adds a
+line to PROGRESS.md.
 
 Tamper check: the frozen files (harness/, model/, goals.json) are hashed before and after; a
 change during the run voids it (status `tampered`, nothing kept or committed). A run refuses to
@@ -83,14 +84,27 @@ def decide(value: float, spread: float, best: float | None, best_spread: float, 
     """'baseline' when nothing is recorded yet; 'keep' for a win beyond noise and spread, or for a
     tie on the metric (no worse beyond noise) with a warm-up shorter by the asked fraction:
     warmup = (the candidate's warm-up s, the current keeper's, that fraction)."""
+    return decide_why(value, spread, best, best_spread, noise, better, warmup)[0]
+
+
+def decide_why(value: float, spread: float, best: float | None, best_spread: float, noise: float,
+               better: str = "lower", warmup: tuple[float, float, float] | None = None) -> tuple[str, str]:
+    """decide()'s answer and why, in plain words: the keep rule, in one place."""
     if best is None:
-        return "baseline"
+        return "baseline", ""
     gain = best - value if better == "lower" else value - best
-    if gain > noise * best and gain > max(spread, best_spread):
-        return "keep"
+    rel, bar = gain / best, max(spread, best_spread)
+    if gain > noise * best and gain > bar:
+        return "keep", f"{rel:.1%} better: beyond the {noise:.0%} noise threshold and the timed calls' spread ({bar:.4g})"
     if warmup is not None and gain >= -noise * best and warmup[0] <= (1 - warmup[2]) * warmup[1]:
-        return "keep"
-    return "revert"
+        return "keep", (f"kept for its warm-up: {warmup[0]:.1f} s against the current keeper's {warmup[1]:.1f} s, "
+                        f"the metric within the noise threshold")
+    if gain > bar and gain <= noise * best:
+        return "revert", f"{rel:.1%} better: within the {noise:.0%} noise threshold, so not a gain"
+    if abs(gain) <= bar:
+        return "revert", (f"{rel:+.1%} ({abs(gain):.4g}) is smaller than the timed calls' spread ({bar:.4g}): the "
+                          f"difference is inside the noise, so this run cannot tell which is faster")
+    return "revert", f"{-rel:.1%} worse, beyond the timed calls' spread ({bar:.4g})"
 
 
 def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], keeper: dict[str, str] | None) -> tuple[float, float, float] | None:
@@ -428,7 +442,8 @@ def _commit(repo: Any, paths: list[Path], message: str) -> str:
     if not repo.git.config("user.email", with_exceptions=False):
         ident = ["-c", "user.name=auto-optim", "-c", "user.email=auto-optim@localhost"]
     if repo.head.is_valid() and not repo.git.diff("HEAD", "--cached", "--", *rel):
-        return repo.head.commit.hexsha[:10]  # nothing new to commit: HEAD already holds these files
+        # Nothing new to commit: the row names the commit that made these files what they are.
+        return (repo.git.log("-1", "--format=%H", "--", *rel) or repo.head.commit.hexsha)[:10]
     repo.git.execute(["git", *ident, "commit", "-q", "-m", message, "--", *rel])
     return repo.head.commit.hexsha[:10]
 
@@ -509,11 +524,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         else:
             best_spread = float(best["spread_s"]) if better == "lower" else 0.0
             args = (metric, spread, R.metric_value(best), best_spread, goals["noise_threshold"], better)
-            tie = warmup_tie(goals, f, current)
-            status = decide(*args, tie)
-            if status == "keep" and decide(*args) != "keep":  # kept by the warm-up rule alone: say so
-                rerun_note = (f"kept for its warm-up: {tie[0]:.1f} s against {current['exp']}'s {tie[1]:.1f} s, "
-                              f"the metric within the noise threshold")
+            status, rerun_note = decide_why(*args, warmup_tie(goals, f, current))
     base_row = base if not is_baseline else None
     speedup = None
     if status == "baseline":
@@ -557,13 +568,14 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     if status in R.KEEPERS and rec.get("strip_png"):
         C.atomic_write(strip, base64.b64decode(rec["strip_png"]), exclusive=True)
         written.append(strip)
-    png = render_plot(goals)
+    png = render_plot(goals, preset, gpu)
     if png:
         written.append(png)
     if status in R.KEEPERS and repo is not None:
         _commit(repo, written, f"{exp}: record and profile")
     return (1 if status in R.RED else 0), {
-        "exp": exp, "status": status, "row": row, "best": best, "note": note, "rerun": rerun_note, "reason": rec.get("reason")}
+        "exp": exp, "status": status, "row": row, "best": best, "note": note, "rerun": rerun_note, "reason": rec.get("reason"),
+        "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None}
 
 
 def _commit_msg(exp: str, f: dict[str, Any], goals: dict[str, Any], desc: str) -> str:
@@ -579,10 +591,11 @@ def _fmt_metric(rec: dict[str, Any], goals: dict[str, Any]) -> str:
     return f"{rec['metric']:.4g} {spec.get('unit', '')}".strip()
 
 
-def render_plot(goals: dict[str, Any]) -> Path | None:
+def render_plot(goals: dict[str, Any], preset: str, gpu: str) -> Path | None:
+    """This machine's picture (progress/<preset>-<machine>.png): never another machine's."""
     try:
         from harness import plots  # lazy: helper module with matplotlib inside
-        out = plots.render_progress(R.results_path(), C.root() / "progress.png", goals)
+        out = plots.render_progress(R.results_path(), plots.progress_path(C.root(), preset, gpu), goals, preset, gpu)
         return Path(out) if out else None
     except ImportError as e:
         print(f"run_experiment: progress plot skipped ({e})", file=sys.stderr)
@@ -593,42 +606,57 @@ def render_plot(goals: dict[str, Any]) -> Path | None:
 
 # --- what a person reads -----------------------------------------------------------------------
 
+def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] | None) -> str:
+    """The median, the range and spread of the timed calls it came from, the quality, and the ratio
+    to the baseline in force, with a plain word where the noise is larger than the difference."""
+    row, spec = r["row"], R.metric_spec(goals)
+    line = f"  {row['median_s']:.4g} s per call (median of the timed calls)"
+    if spec.get("better") == "higher" and row.get("metric") is not None:
+        line += f" = {row['metric']:.4g} {spec.get('unit', '')}"
+    if r.get("range_s"):
+        lo, hi = r["range_s"]
+        line += f"; the calls ranged {lo:.4g}-{hi:.4g} s (spread {hi - lo:.4g} s, {(hi - lo) / row['median_s']:.0%} of the median)"
+    if row.get("quality") is not None:
+        line += f"; {goals['gate'].get('quality_name', 'quality')} {row['quality']:.4g} against the reference"
+    if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":
+        line += f"\n  {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline on this machine"
+        if base is not None and abs(float(base["median_s"]) - row["median_s"]) <= max(float(base["spread_s"]), row["spread_s"]):
+            line += f" ({base['exp']}), within the noise: the timed calls spread more than the two medians differ"
+    return line
+
+
 def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
     """The last lines of a run: what each row says, in plain words, and what to do next."""
-    spec = R.metric_spec(goals)
     lines = []
+    rows = R.read_rows()
     for r in results:
         row = r["row"]
         what = f"{r['exp']}: {r['status'].upper()}  {row['desc']}"
         if row.get("median_s") is not None:
-            what += f"\n  {row['median_s']:.4g} s per call (median of the timed calls)"
-            if spec.get("better") == "higher" and row.get("metric") is not None:
-                what += f" = {row['metric']:.4g} {spec.get('unit', '')}"
-            if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":
-                what += f", {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline on this machine"
-            if row.get("quality") is not None:
-                what += f"; {goals['gate'].get('quality_name', 'quality')} {row['quality']:.4g} against the reference"
+            upto = rows[:next(i for i, x in enumerate(rows) if x["exp"] == r["exp"]) + 1]
+            what += "\n" + timing_line(r, goals, R.baseline_row(upto, row["preset"], row["gpu"]))
         if r.get("reason"):
             what += f"\n  why: {r['reason']}"
         if r["best"] and r["status"] in ("keep", "revert"):
-            what += f"\n  judged against {r['best']['exp']} ({R.metric_value(r['best']):.4g}); a keeper must beat it by " \
-                    f"more than {goals['noise_threshold']:.0%} and the spread"
-        for extra in (r.get("note"), r.get("rerun")):
-            if extra:
-                what += f"\n  {extra}"
+            judged = f"judged against {r['best']['exp']} ({R.metric_value(r['best']):.4g})"
+            what += f"\n  {judged}: {r['rerun']}" if r.get("rerun") else f"\n  {judged}"
+        elif r.get("rerun"):
+            what += f"\n  {r['rerun']}"
+        if r.get("note"):
+            what += f"\n  {r['note']}"
         lines.append(what)
     row = results[-1]["row"]
-    stop, why, best = floor.verdict_for_rows(R.read_rows(), goals, row["preset"], row["gpu"],
-                                             floor.load_peak(row["gpu"]), C.load_adapter(goals), C.root() / "records")
-    lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
-                 else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
-    if row["gpu"].startswith("CPU"):
+    if row["gpu"].startswith("CPU"):  # the stop rule's floor and profile figures mean nothing on a CPU
         lines.append("On a CPU the tiny preset checks the harness's logic end to end; optimize.py is written for a GPU, "
                      "so its speed here means little. Next: the same command on a GPU machine (README, 'On a GPU'), "
                      "or let Claude Code run the loop (README, 'Running it with Claude Code').")
-    else:
-        lines.append("Next: read the keeper's profile (profiles/), change optimize.py, run this again "
-                     "(program.md has the loop); leaderboard.md ranks this machine's keepers.")
+        return lines
+    stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"],
+                                             floor.load_peak(row["gpu"]), C.load_adapter(goals), C.root() / "records")
+    lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
+                 else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
+    lines.append("Next: read the keeper's profile (profiles/), change optimize.py, run this again "
+                 "(program.md has the loop); leaderboard.md ranks this machine's keepers.")
     return lines
 
 
