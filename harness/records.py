@@ -380,8 +380,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.action == "restore":
             with records_lock():
                 added = restore()
-            C.emit([f"{results_path().name}: " + (f"put back {len(added)} rows ({', '.join(added)})" if added
-                    else "nothing to put back")], {"added": added, "rows": len(read_rows())})
+            span = ", ".join(added) if len(added) <= 5 else f"{added[0]}..{added[-1]}"
+            C.emit([f"{results_path().name}: " + (f"put back {C.plural(len(added), 'row')} ({span})" if added
+                    else "nothing to put back")], {"added": ",".join(added), "rows": len(read_rows())})
             return 0
         rows = read_rows()
     except SetupError as e:
