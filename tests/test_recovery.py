@@ -114,3 +114,23 @@ def test_damaged_weights_cache_names_the_file_and_the_fix(tmp_path: Path, monkey
     cache.unlink()
     monkeypatch.setattr(torch, "save", read_only)  # no cache and read-only: the weights, uncached
     assert model._synthetic(None) is small
+
+
+def test_adapter_contract_checked_at_load(tmp_path: Path) -> None:
+    """An adapter without some of the functions the harness calls is refused when it loads, with
+    every missing piece named in one line (not an AttributeError deep in a run)."""
+    ws = tmp_path / "ws"
+    (ws / "halfmodel").mkdir(parents=True)
+    (ws / "halfmodel" / "__init__.py").write_text("")
+    (ws / "halfmodel" / "target.py").write_text("def load_model(device='cpu'):\n    return None\n\n"
+                                                 "def weights_kind():\n    return 'synthetic'\n")
+    (ws / "goals.json").write_text('{"adapter": "halfmodel.target", "floor": {"work": "bytes"}}')
+    with use(ws), pytest.raises(C.SetupError) as e:
+        C.load_adapter(C.load_goals())
+    msg = str(e.value)
+    assert "\n" not in msg and "lacks 6 functions" in msg, msg
+    for fn in ("weights_id(", "make_input(", "reference(", "output_shape(", "compare(", "min_bytes("):
+        assert fn in msg, fn
+    (ws / "goals.json").write_text('{"adapter": "nosuch.target"}')
+    with use(ws), pytest.raises(C.SetupError, match="adapter module nosuch.target .* not found"):
+        C.load_adapter(C.load_goals())
