@@ -509,7 +509,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     best = None if is_baseline else R.best_row(rows, preset, gpu, better)
     current = None if is_baseline else R.current_row(rows, preset, gpu)
     status = rec["outcome"]
-    rerun_note, reproduced = "", False
+    verdict, reproduced = "", False
     if status == "measured":
         metric, spread = rec["metric"], rec["metric_spread"]
         of = None if is_baseline else rerun_of(rec["candidate_sha"], best, current)
@@ -519,12 +519,12 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
             status = "rerun"
             change = metric / R.metric_value(of) - 1
             reproduced = abs(change) <= goals["noise_threshold"]
-            rerun_note = (f"re-run of {of['exp']} ({R.metric_value(of):.4g}): {change:+.2%}, "
+            verdict = (f"re-run of {of['exp']} ({R.metric_value(of):.4g}): {change:+.2%}, "
                           f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
         else:
             best_spread = float(best["spread_s"]) if better == "lower" else 0.0
             args = (metric, spread, R.metric_value(best), best_spread, goals["noise_threshold"], better)
-            status, rerun_note = decide_why(*args, warmup_tie(goals, f, current))
+            status, verdict = decide_why(*args, warmup_tie(goals, f, current))
     base_row = base if not is_baseline else None
     speedup = None
     if status == "baseline":
@@ -555,7 +555,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     R.append_row(row)
     rows = R.read_rows()
     R.write_leaderboard(rows, goals=goals, here=(preset, gpu))
-    why = rec.get("reason") or rerun_note
+    why = rec.get("reason") or verdict
     R.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
     written = [R.results_path(), R.leaderboard_path(), R.progress_path(), C.root() / "records"]
     if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
@@ -574,7 +574,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     if status in R.KEEPERS and repo is not None:
         _commit(repo, written, f"{exp}: record and profile")
     return (1 if status in R.RED else 0), {
-        "exp": exp, "status": status, "row": row, "best": best, "note": note, "rerun": rerun_note, "reason": rec.get("reason"),
+        "exp": exp, "status": status, "row": row, "best": best, "note": note, "verdict": verdict, "reason": rec.get("reason"),
         "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None}
 
 
@@ -639,9 +639,9 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
             what += f"\n  why: {r['reason']}"
         if r["best"] and r["status"] in ("keep", "revert"):
             judged = f"judged against {r['best']['exp']} ({R.metric_value(r['best']):.4g})"
-            what += f"\n  {judged}: {r['rerun']}" if r.get("rerun") else f"\n  {judged}"
-        elif r.get("rerun"):
-            what += f"\n  {r['rerun']}"
+            what += f"\n  {judged}: {r['verdict']}" if r.get("verdict") else f"\n  {judged}"
+        elif r.get("verdict"):
+            what += f"\n  {r['verdict']}"
         if r.get("note"):
             what += f"\n  {r['note']}"
         lines.append(what)
@@ -719,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
     C.emit(summary(results, goals), {"exp": last["exp"], "status": last["status"], "exps": [r["exp"] for r in results],
                                      **{k: v for k, v in last["row"].items() if k not in ("exp", "status")},
                                      "best_before": last["best"]["exp"] if last["best"] else None,
-                                     "reason": last.get("reason"), "restore": last.get("note"), "rerun": last.get("rerun")})
+                                     "reason": last.get("reason"), "restore": last.get("note"), "verdict": last.get("verdict")})
     return code
 
 
