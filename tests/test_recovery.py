@@ -47,8 +47,8 @@ def test_prepare_remakes_what_is_damaged_or_stale(toy: Path, tmp_path: Path) -> 
     code, out, err = prepare_here(ws)
     assert code == 0 and "made" in out, out + err
     assert "remaking the input" in err and "damaged" in err and "remaking the pool" in err, err
-    assert sound(ws)
-    assert torch.equal(torch.load(assets / "reference_tiny.pt", weights_only=True)["output"], ref["output"])  # seeded
+    assert sound(ws)  # a new input (a secret seed) and, since it was made from the old one, a new reference
+    ref = torch.load(assets / "reference_tiny.pt", weights_only=True)
 
     ref["meta"]["model_sha256"] = "0" * 64  # stale: made with other model code
     torch.save(ref, assets / "reference_tiny.pt")
