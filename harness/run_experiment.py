@@ -520,7 +520,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
             change = metric / R.metric_value(of) - 1
             reproduced = abs(change) <= goals["noise_threshold"]
             verdict = (f"re-run of {of['exp']} ({R.metric_value(of):.4g}): {change:+.2%}, "
-                          f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
+                       f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
         else:
             best_spread = float(best["spread_s"]) if better == "lower" else 0.0
             args = (metric, spread, R.metric_value(best), best_spread, goals["noise_threshold"], better)

@@ -13,7 +13,7 @@ from pathlib import Path
 from conftest import make_toy
 from harness import bench, floor, records as R
 from harness.run_experiment import decide, decide_why
-from test_run_experiment import MEDIUM, candidate, git, run_here
+from test_run_experiment import MEDIUM, candidate, git, run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ def test_first_run_reads_honestly(tmp_path: Path) -> None:
     gpu_png = ws / "progress" / "full-nvidia-h100-80gb-hbm3.png"
     gpu_png.parent.mkdir()
     gpu_png.write_bytes(b"the GPU's picture")
-    rc, f, out = run_here(ws, "--desc", "first run")
+    rc, f, out = run(ws, "--desc", "first run")
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
     base = out[out.index("e001: BASELINE"):out.index("e002: KEEP")]
     assert re.search(r"the calls ranged [\d.]+-[\d.]+ s \(spread [\d.]+ s, \d+% of the median\)", base), base

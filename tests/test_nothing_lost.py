@@ -19,7 +19,7 @@ import pytest
 from conftest import make_toy, use
 from harness import _common as C
 from harness import records as R
-from test_run_experiment import candidate, git, run_here
+from test_run_experiment import SLOW, candidate, git, run
 
 LEGACY_ROW = ["e001", "abc", "t", "old", "baseline", "2.0", "0.1", "54.0", "0.02", "1.0", "H100", "full", "synthetic",
               "ffff", "aaaa", "torch"]
@@ -27,14 +27,16 @@ LEGACY_ROW = ["e001", "abc", "t", "old", "baseline", "2.0", "0.1", "54.0", "0.02
 
 def refused_in_one_line(out: str, f: dict) -> None:
     assert f["status"] == "refused", out
-    stderr_lines = [ln for ln in out.splitlines() if ln.startswith("run_experiment: refused:")]
+    stderr_lines = [ln for ln in out.splitlines() if ln.startswith("run_experiment: refused:")]  # stderr's one line
     assert len(stderr_lines) == 1 and "\n" not in f["reason"], out
 
 
 def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
     ws = make_toy(tmp_path / "toy", git=True)
-    # The shipped toy optimize.py is the frozen model itself: a baseline (committed) and a revert (not).
-    rc, f, out = run_here(ws, "--desc", "first run", "--no-profile")
+    (ws / "optimize.py").write_text(candidate(SLOW))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "slow"], cwd=ws, check=True)
+    # A baseline (committed with its record) and a slower candidate: a revert, whose row is not committed.
+    rc, f, out = run(ws, "--desc", "first run", "--no-profile")
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "revert", out  # measured and recorded: 0
     results = ws / "results.tsv"
     full = results.read_text()
@@ -43,7 +45,7 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
 
     def refuses(why: str) -> None:
         before = results.read_text() if results.is_file() else None
-        rc, f, out = run_here(ws, "--desc", "x", "--no-profile")
+        rc, f, out = run(ws, "--desc", "x", "--no-profile")
         assert rc == 2 and why in f["reason"] and "records.py restore" in f["reason"], out
         refused_in_one_line(out, f)
         assert (results.read_text() if results.is_file() else None) == before
@@ -64,7 +66,7 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
         assert R.restore() == ["e001", "e002"]
         assert R.restore() == []
     assert results.read_text() == full
-    rc, f, out = run_here(ws, "--desc", "after the restore", "--no-profile")
+    rc, f, out = run(ws, "--desc", "after the restore", "--no-profile")
     assert rc == 0 and f["exp"] == "e003", out
 
 
@@ -105,13 +107,13 @@ def test_a_record_is_never_written_over(tmp_path: Path) -> None:
 def test_apply_refuses_to_write_over_a_stray_record(tmp_path: Path) -> None:
     """A profile or record already named for the next exp is never replaced: apply refuses first."""
     ws = make_toy(tmp_path / "toy", git=True)
-    rc, f, out = run_here(ws, "--desc", "first run", "--no-profile")
+    rc, f, out = run(ws, "--desc", "first run", "--no-profile")
     assert rc == 0, out
     stray = ws / "profiles" / "e003.md"  # e001 baseline, e002 revert: the next is e003
     stray.parent.mkdir(exist_ok=True)
     stray.write_text("someone's notes")
     before = (ws / "results.tsv").read_text()
-    rc, f, out = run_here(ws, "--apply", str(ws / "records" / "e002.json"))  # the same record again: a rerun
+    rc, f, out = run(ws, "--apply", str(ws / "records" / "e002.json"))  # the same record again: a rerun
     assert rc == 2 and "profiles/e003.md exists" in f["reason"], out
     assert stray.read_text() == "someone's notes" and (ws / "results.tsv").read_text() == before
     assert not (ws / "records" / "e003.json").exists()
@@ -142,17 +144,18 @@ def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
     the first run records its baseline and its candidate (a revert, restored from git)."""
     repo = tmp_path / "repo"
     ws = make_toy(repo / "targets" / "toy")
+    (ws / "optimize.py").write_text(candidate(SLOW))  # a revert by construction, restored from git
     (repo / "README.md").write_text("a project\n")
     for cmd in (["git", "init", "-q"], ["git", "add", "README.md"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(cmd, cwd=repo, check=True)
-    rc, f, out = run_here(ws, "--desc", "x", "--no-profile")
+    rc, f, out = run(ws, "--desc", "x", "--no-profile")
     assert rc == 2 and "targets/toy/goals.json, targets/toy/optimize.py, targets/toy/toymodel" in f["reason"], out
     assert "git add targets/toy" in f["reason"], out
     refused_in_one_line(out, f)
     assert not (ws / "results.tsv").exists() and not (ws / "records").exists()
     subprocess.run(["git", "add", "targets"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "target toy"], cwd=repo, check=True)
-    rc, f, out = run_here(ws, "--desc", "x", "--no-profile")
+    rc, f, out = run(ws, "--desc", "x", "--no-profile")
     assert rc == 0 and [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "revert"], out
-    assert "optimize.py is already the version committed with e001" in out, out
+    assert "optimize.py is already the version committed with e001" in out, out  # git show worked
