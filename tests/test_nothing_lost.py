@@ -106,15 +106,18 @@ def test_a_record_is_never_written_over(tmp_path: Path) -> None:
 
 def test_apply_refuses_to_write_over_a_stray_record(tmp_path: Path) -> None:
     """A profile or record already named for the next exp is never replaced: apply refuses first."""
+    from harness import run_experiment
+
     ws = make_toy(tmp_path / "toy", git=True)
     rc, f, out = run(ws, "--desc", "first run", "--no-profile")
     assert rc == 0, out
-    stray = ws / "profiles" / "e003.md"  # e001 baseline, e002 revert: the next is e003
+    stray = ws / "profiles" / "e003.md"  # e001 baseline, e002 the candidate: the next is e003
     stray.parent.mkdir(exist_ok=True)
     stray.write_text("someone's notes")
     before = (ws / "results.tsv").read_text()
-    rc, f, out = run(ws, "--apply", str(ws / "records" / "e002.json"))  # the same record again: a rerun
-    assert rc == 2 and "profiles/e003.md exists" in f["reason"], out
+    rec = json.loads((ws / "records" / "e002.json").read_text())  # the same record again, as apply gets it
+    with use(ws), pytest.raises(run_experiment.Refused, match="profiles/e003.md exists"):
+        run_experiment.apply(rec, C.load_goals())
     assert stray.read_text() == "someone's notes" and (ws / "results.tsv").read_text() == before
     assert not (ws / "records" / "e003.json").exists()
 
