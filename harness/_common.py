@@ -14,6 +14,7 @@ import json
 import linecache
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -61,11 +62,42 @@ def root() -> Path:
     return goals_path().parent
 
 
+# The adapter's contract: what every target's adapter gives the harness (README, "Retarget").
+# Optional: flops and peak_probes (the floor), min_bytes (a "bytes" floor), frames (quality strips),
+# reference_for_output (a reference that follows the output, such as an LLM's greedy path).
+ADAPTER_CONTRACT = {
+    "load_model": "load_model(device) -> the frozen model, fp32, eval mode",
+    "weights_kind": "weights_kind() -> 'published' or 'synthetic'",
+    "weights_id": "weights_id() -> a name for the weights the references are made with",
+    "make_input": "make_input(shape, seed, device) -> a seeded input of a preset's input_shape",
+    "reference": "reference(model, x) -> the frozen model's output for x",
+    "output_shape": "output_shape(input_shape) -> the output's shape",
+    "compare": "compare(out, ref, gate) -> {'passed', 'reason', 'quality', 'max_abs'} (the gate)",
+}
+
+
 def load_adapter(goals: dict[str, Any]) -> ModuleType:
-    """The target's adapter module (load_model, make_input, reference, output_shape, flops, ...)."""
+    """The target's adapter module, checked against ADAPTER_CONTRACT: SetupError naming every
+    missing piece at once."""
     if str(root()) not in sys.path:
         sys.path.append(str(root()))  # last, for the same reason as REPO above
-    return importlib.import_module(goals["adapter"])
+    name = goals.get("adapter")
+    if not isinstance(name, str) or not name:
+        raise SetupError(f"{goals_path()} names no adapter module (\"adapter\": \"package.module\")")
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and name.startswith(e.name):  # the adapter itself, not something it imports
+            raise SetupError(f"adapter module {name} (goals.json \"adapter\") not found next to {goals_path()}") from None
+        raise
+    wanted = dict(ADAPTER_CONTRACT)
+    if goals.get("floor", {}).get("work") == "bytes":
+        wanted["min_bytes"] = "min_bytes(input_shape) -> the bytes a call cannot avoid moving (goals.json floor: bytes)"
+    missing = [what for fn, what in wanted.items() if not callable(getattr(module, fn, None))]
+    if missing:
+        raise SetupError(f"adapter {name} ({module.__file__}) lacks {plural(len(missing), 'function')} the harness "
+                         f"calls: " + "; ".join(missing))
+    return module
 
 
 def untrusted_python(prefix: str, executable: str, paths: list[str], projects: list[Path]) -> str | None:
@@ -175,12 +207,21 @@ def frozen_hash(files: dict[str, str] | None = None) -> str:
     return sha256_bytes("\n".join(f"{k} {v}" for k, v in sorted(files.items())).encode())[:16]
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write via a temporary file and rename, so a crash never leaves half a file."""
+def atomic_write(path: Path, data: bytes | str, exclusive: bool = False) -> None:
+    """Write via a temporary file and rename, so a crash never leaves half a file. exclusive: a
+    file that exists is never replaced (SetupError): records are written once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    if not exclusive:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)  # fails where the name exists, with no window between the check and the write
+    except FileExistsError:
+        raise SetupError(f"{path} exists; a record is never written over") from None
+    finally:
+        tmp.unlink()
 
 
 def save_tensor_atomic(obj: Any, path: Path) -> None:
@@ -190,14 +231,15 @@ def save_tensor_atomic(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-REMAKE = "run python harness/prepare.py (add --force to remake what is there)"
+REMAKE = "run python harness/prepare.py (it remakes what is missing, damaged or stale)"
 
 
-def load_asset(path: Path, what: str) -> dict[str, Any]:
+def load_asset(path: Path, what: str, mmap: bool = False) -> dict[str, Any]:
+    """An asset file as a dict (mmap: its tensors mapped, not read: a cheap check of a large one)."""
     if not path.is_file():
         raise SetupError(f"{what} not found: {path}; {REMAKE}")
     try:
-        asset = torch.load(path, map_location="cpu", weights_only=True)
+        asset = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # noqa: BLE001 - any unreadable file is the same setup error
         raise SetupError(f"{what} {path} is damaged ({type(e).__name__}); {REMAKE}") from None
     if not isinstance(asset, dict):
@@ -235,11 +277,10 @@ def load_input_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) ->
 
 def _check_made_for(meta: dict[str, Any], adapter: ModuleType, path: Path) -> None:
     """A reference is only valid for the weights and model code it was made with."""
-    again = "run python harness/make_reference.py --force"
     if meta.get("model_sha256") != model_code_sha256(adapter):
-        raise SetupError(f"model code changed since {path.name} was made; {again}")
+        raise SetupError(f"model code changed since {path.name} was made; {REMAKE}")
     if meta.get("weights_id") != adapter.weights_id():
-        raise SetupError(f"weights changed since {path.name} was made; {again}")
+        raise SetupError(f"weights changed since {path.name} was made; {REMAKE}")
 
 
 def load_reference_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) -> tuple[torch.Tensor, torch.Tensor, dict]:
@@ -252,7 +293,7 @@ def load_reference_asset(goals: dict[str, Any], adapter: ModuleType, preset: str
     if not isinstance(ref, torch.Tensor):
         raise SetupError(f"{path} holds no 'output' tensor; {REMAKE}")
     if meta.get("input_sha256") != sha256_tensor(x):
-        raise SetupError(f"{path.name} was made from another input; run python harness/make_reference.py --force")
+        raise SetupError(f"{path.name} was made from another input; {REMAKE}")
     _check_made_for(meta, adapter, path)
     return x, ref, meta
 
@@ -266,24 +307,47 @@ def reference_follows_output(adapter: ModuleType) -> bool:
     return callable(getattr(adapter, "reference_for_output", None))
 
 
-def load_pool(goals: dict[str, Any], adapter: ModuleType, preset: str, device: str) -> list[dict[str, Any]]:
-    """The pool of fresh inputs: [{"input", "output" (its reference, None where the reference
-    follows the output), "strict"}] on `device`."""
+def _pool_files(preset: str) -> list[Path]:
     folder = pool_dir(preset)
     files = sorted(folder.glob("*.pt")) if folder.is_dir() else []
     if not files:
         raise SetupError(f"no pool of fresh inputs in {folder}; {REMAKE}")
+    return files
+
+
+def _pool_asset(f: Path, adapter: ModuleType, follows: bool, mmap: bool = False) -> dict[str, Any]:
+    """One pool file, checked: an input, its reference (unless it follows the output), made for
+    these weights and this model code."""
+    asset = load_asset(f, "pool input", mmap)
+    _check_made_for(asset.get("meta") or {}, adapter, f)
+    if not isinstance(asset.get("input"), torch.Tensor):
+        raise SetupError(f"{f} holds no input; {REMAKE}")
+    if asset.get("output") is None and not follows:
+        raise SetupError(f"{f} holds no reference; {REMAKE}")
+    return asset
+
+
+def check_pool(goals: dict[str, Any], adapter: ModuleType, preset: str) -> None:
+    """SetupError when the pool is missing, short of goals.json's size, damaged or stale (its
+    files mapped, not read: cheap at the full preset too)."""
+    files = _pool_files(preset)
+    want = int(goals.get("pool", {}).get("size", 8))
+    if len(files) < want:
+        raise SetupError(f"{pool_dir(preset)} holds {len(files)} inputs, goals.json's pool {want}; {REMAKE}")
+    for f in files:
+        _pool_asset(f, adapter, reference_follows_output(adapter), mmap=True)
+
+
+def load_pool(goals: dict[str, Any], adapter: ModuleType, preset: str, device: str) -> list[dict[str, Any]]:
+    """The pool of fresh inputs: [{"input", "output" (its reference, None where the reference
+    follows the output), "strict"}] on `device`."""
     follows = reference_follows_output(adapter)
     pool = []
-    for f in files:
-        asset = load_asset(f, "pool input")
-        meta = asset.get("meta") or {}
-        _check_made_for(meta, adapter, f)
-        if asset.get("output") is None and not follows:
-            raise SetupError(f"{f} holds no reference; {REMAKE}")
+    for f in _pool_files(preset):
+        asset = _pool_asset(f, adapter, follows)
         pool.append({"input": asset["input"].to(device),
                      "output": None if follows else asset["output"].to(device),
-                     "strict": follows or meta.get("precision") == "strict-fp32"})
+                     "strict": follows or (asset.get("meta") or {}).get("precision") == "strict-fp32"})
     return pool
 
 
@@ -324,6 +388,25 @@ def load_candidate(path: Path, goals: dict[str, Any]):
     if build is None:
         raise AttributeError(f"{path.name} defines no {goals['build_fn']}()")
     return build, sha256_bytes(source)
+
+
+def slug(text: str) -> str:
+    """A machine's name as a file name: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def plural(n: int, word: str) -> str:
+    """'1 row', '2 rows'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def run_cli(main: Any, name: str, interrupted: str = "") -> int:
+    """A tool's entry point: Ctrl-C ends it with one line and exit 130, not a traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted (Ctrl-C)" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
+        return 130
 
 
 def emit(human: list[str], facts: dict[str, Any]) -> None:

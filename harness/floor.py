@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import statistics
 import sys
 import time
@@ -53,8 +52,7 @@ TRIAL_S = 0.05  # repeat a probe until one trial takes at least this long
 # --------------------------------------------------------------------------- the probe
 def peak_path(machine: str) -> Path:
     """Where the probe of a machine (C.env_info's "gpu": the GPU's name, or the CPU's) is kept."""
-    slug = re.sub(r"[^a-z0-9]+", "-", machine.lower()).strip("-")
-    return C.assets_dir() / f"peak-{slug}.json"
+    return C.assets_dir() / f"peak-{C.slug(machine)}.json"
 
 
 def _rate(fn: Callable[[], Any], work: float, device: str) -> tuple[float, float]:
@@ -158,14 +156,22 @@ def annotate(facts: dict[str, Any], goals: dict[str, Any], adapter: Any, shape: 
     else:
         work, source = nominal, "nominal FLOPs (no count of the executed ones)"
     rate = (peak or {}).get("peak", {}).get(kind, {})
+    if (peak or {}).get("device") == "cpu":  # a floor means nothing where the candidate is not written to run
+        facts.update(floor_s=None, floor_note="no floor on a CPU: its probed rates are no peak a GPU candidate is held to")
+        return
     if not work or not rate:
         facts.update(floor_s=None, floor_note="no floor: " + ("this machine's peak was never probed "
                      "(python harness/floor.py)" if not rate else f"the target gives no {kind} count"))
         return
-    facts["floor_s"] = work / rate["rate"]
+    floor_s = work / rate["rate"]
+    if med and med < floor_s:  # faster than the probe's best rate allows: the probe missed the peak
+        facts.update(floor_s=None, floor_note=f"no floor: the median is below the {floor_s:.4g} s that {source} at the "
+                     f"probed rate would take, so the probe did not find this machine's peak (python harness/floor.py --force)")
+        return
+    facts["floor_s"] = floor_s
     facts["floor_note"] = (f"{source} {work:.4g} at this machine's best measured rate "
                            f"{rate['rate'] / 1e12:.4g} {UNITS[kind]} ({rate['op']})")
-    facts["x_floor"] = med / facts["floor_s"] if med else None
+    facts["x_floor"] = med / floor_s if med else None
 
 
 # --------------------------------------------------------------------------- the stop rule
@@ -180,7 +186,7 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
     STOP without the harness's busy figure, so a forged profile cannot end the loop alone."""
     why = []
     if attempts < rule["plateau_attempts"]:
-        why.append(f"{attempts} attempts since the best row; the plateau needs {rule['plateau_attempts']}")
+        why.append(f"{C.plural(attempts, 'attempt')} since the best row; the plateau needs {rule['plateau_attempts']}")
     if busy is None:
         claim = f" (the candidate's own profile claims {claimed_busy:.1%}: a claim, not a measure)" \
             if claimed_busy is not None else ""

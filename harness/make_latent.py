@@ -1,16 +1,18 @@
 """Make the fixed input latent for a preset: a real clip encoded by the frozen VAE, or a seeded latent.
 
 Usage:
-    python harness/make_latent.py [--preset P] [--device D] [--force]     # Tears of Steel, else seeded
+    python harness/make_latent.py [--preset P] [--device D] [--force]     # the target's own source
     python harness/make_latent.py --seeded                 # seeded latent (a secret seed)
     python harness/make_latent.py --clip video.mp4 [--start S]   # any video file (PyAV)
     python harness/make_latent.py --synthetic-clip         # render a procedural clip offline, encode it
 
 The clip path decodes frames with PyAV, resizes and center-crops them to the preset's video size
 (the adapter's output_shape of the preset's input shape), maps them to [-1, 1] and encodes them
-with the model's `encode` in strict fp32. The default source is the CC-BY Tears of Steel film
-(Blender Foundation), streamed over HTTP from --start seconds; when the network or PyAV is not
-there, it falls back to the seeded latent with a note on stderr.
+with the model's `encode` in strict fp32. The default source is the target's (goals.json
+"input_source"): "clip" (the VAE's) is the CC-BY Tears of Steel film (Blender Foundation), streamed
+over HTTP from --start seconds, falling back to the seeded latent with a note on stderr when the
+network or PyAV is not there; anything else, or no key (an LLM's token ids, a toy's tensor), the
+seeded input. A clip needs a target whose output is a video ([B, 3, T, H, W]) and whose model encodes.
 
 Writes assets/input_<preset>.pt = {"input": fp32 tensor, "meta": {source, seed, sha256, shape,
 preset, weights_kind, clip_sha256, ...}} atomically; refuses to overwrite it without --force.
@@ -48,7 +50,15 @@ class InputError(C.SetupError):
 def video_size(adapter: ModuleType, shape: list[int]) -> tuple[int, int, int]:
     """(frames, height, width) of the video whose encoding has the preset's latent shape."""
     out = adapter.output_shape(list(shape))
+    if len(out) != 5 or int(out[1]) != 3:
+        raise InputError(f"this target's output {list(out)} is not a video [B, 3, T, H, W], so no clip can make its "
+                         f"input; use the seeded one (make_latent.py --seeded)")
     return int(out[2]), int(out[3]), int(out[4])
+
+
+def default_mode(goals: dict[str, Any]) -> str:
+    """The target's own source of its input: a clip where goals.json says so, else seeded."""
+    return "default" if goals.get("input_source") == "clip" else "seeded"
 
 
 def _import_av() -> ModuleType:
@@ -176,6 +186,7 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
     adapter = C.load_adapter(goals)
     device = device or C.default_device()
     preset = C.pick_preset(goals, preset, device)
+    mode = default_mode(goals) if mode == "default" else mode
     path = C.input_path(preset)
     if path.exists() and not force:
         raise InputError(f"{path} exists; pass --force to overwrite it")

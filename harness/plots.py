@@ -1,15 +1,18 @@
 """Pictures of progress and quality, drawn from the records.
 
 Usage:
-    python harness/plots.py [--results results.tsv] [--out progress.png]
+    python harness/plots.py [--results results.tsv] [--out PNG]
 
-`render_progress(results_tsv, out_png, goals)`: the metric per experiment (goals.json "metric": a
-median latency, or a throughput where higher is better) of the most recent preset + GPU, the
+`render_progress(results_tsv, out_png, goals, preset, gpu)`: the metric per experiment (goals.json
+"metric": a median latency, or a throughput where higher is better) of one preset + machine (the
+most recent, unless named), the
 best-so-far line through the keepers (restarting at each baseline), gate failures / crashes /
 timeouts / tampered runs marked along the edge, and for a latency the best row's floor (its record's
 floor_s: harness/floor.py) as a dashed line.
 `quality_strip(reference_frame, candidate_frame, out_png, amplify=...)`: reference | candidate |
 amplified |difference| of one frame, labelled.
+`progress_path(root, preset, gpu)`: where a preset + machine's picture lives, progress/<preset>-<machine>.png:
+one per machine, so a CPU run never redraws (or commits over) a GPU's picture.
 
 matplotlib is imported lazily (the GPU machine has none; callers skip the picture there).
 """
@@ -87,15 +90,23 @@ def _value(row: dict[str, str]) -> float | None:
         return None
 
 
-def render_progress(results_tsv: Path, out_png: Path, goals: dict[str, Any] | None = None) -> Path | None:
-    """Draw progress.png; returns its path, or None when there is nothing to draw."""
+def progress_path(root: Path, preset: str, gpu: str) -> Path:
+    return Path(root) / "progress" / f"{preset}-{_common.slug(gpu)}.png"
+
+
+def render_progress(results_tsv: Path, out_png: Path, goals: dict[str, Any] | None = None,
+                    preset: str | None = None, gpu: str | None = None) -> Path | None:
+    """Draw the picture of one preset + machine (default: the last row's); returns its path, or
+    None when there is nothing to draw."""
     spec = records.metric_spec(goals)
     better = spec.get("better", "lower")
     rows = records.read_rows(Path(results_tsv))
     if not rows:
         return None
-    preset, gpu = rows[-1].get("preset", ""), rows[-1].get("gpu", "")
+    preset, gpu = preset or rows[-1].get("preset", ""), gpu or rows[-1].get("gpu", "")
     rows = [r for r in rows if r.get("preset") == preset and r.get("gpu") == gpu]
+    if not rows:
+        return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 5))
 
@@ -185,13 +196,15 @@ def quality_strip(reference_frame: Any, candidate_frame: Any, out_png: Path,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=None, help="default: results.tsv next to goals.json")
-    parser.add_argument("--out", type=Path, default=None, help="default: progress.png next to goals.json")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: progress/<preset>-<machine>.png next to goals.json, for the last row's")
     args = parser.parse_args(argv)
     results = args.results or _common.root() / "results.tsv"
-    out = args.out or _common.root() / "progress.png"
     if not results.is_file():
         print(f"plots: no results file at {results}", file=sys.stderr)
         return 2
+    rows = records.read_rows(results)
+    out = args.out or (progress_path(_common.root(), rows[-1]["preset"], rows[-1]["gpu"]) if rows else None)
     try:
         written = render_progress(results, out, _common.load_goals())
     except ImportError as e:

@@ -1,16 +1,19 @@
-"""Make the assets for a preset if they are missing: the input, its strict-fp32 reference, the
-pool of fresh inputs with their references (harness/make_reference.py), and once per machine the
-probe of its peak rates that the floor is measured against (harness/floor.py).
+"""Make the assets for a preset, and remake what is missing, damaged or stale: the input, its
+strict-fp32 reference, the pool of fresh inputs with their references (harness/make_reference.py),
+the frozen model's weights cache (loading the model remakes a damaged one), and once per machine
+the probe of its peak rates that the floor is measured against (harness/floor.py).
 
 Usage:
-    python harness/prepare.py [--preset P] [--device cpu|cuda] [--seeded]
+    python harness/prepare.py [--preset P] [--device cpu|cuda] [--seeded] [--force]
 
-Picks the preset as every tool does (full on CUDA, tiny on CPU). Existing assets are kept; to
-remake them run harness/make_latent.py / make_reference.py with --force. The input comes from
-make_latent's default source (a real clip when the network allows, else the seeded latent);
---seeded skips the clip. The quickstart:
-    python harness/prepare.py && python harness/run_experiment.py --desc "baseline: fp32 eager" && cat leaderboard.md
-Exit 0 ready, 2 could not make an asset (one line on stderr).
+Picks the preset as every tool does (full on CUDA, tiny on CPU). Every asset is checked as the
+harness reads it (readable, the right shape and dtype, made from this input, these weights and
+this model code); a sound one is kept, any other is made again, and a note on stderr says why.
+--force remakes them all. The input comes from the target's own source (make_latent: a real clip
+for the VAE when the network allows, else the seeded latent; the seeded input for any other
+target); --seeded skips the clip. The quickstart:
+    python harness/prepare.py && python harness/run_experiment.py --desc "first run on this machine"
+Exit 0 ready, 2 could not make an asset (one line on stderr), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,9 +21,28 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 from harness import _common as C  # noqa: E402
+
+ASSETS = ("input", "reference", "pool")
+
+
+def problems(goals: dict[str, Any], adapter: Any, preset: str) -> dict[str, str]:
+    """What is wrong with each asset of the preset, by name; {} when all are sound. The checks are
+    the ones the harness makes when it reads them, so a sound asset here is one every tool accepts."""
+    checks: dict[str, Callable[[], Any]] = {
+        "input": lambda: C.load_input_asset(goals, adapter, preset),
+        "reference": lambda: C.load_reference_asset(goals, adapter, preset),  # its input and model too
+        "pool": lambda: C.check_pool(goals, adapter, preset)}
+    out = {}
+    for name, check in checks.items():
+        try:
+            check()
+        except C.SetupError as e:
+            out[name] = str(e).split(f"; {C.REMAKE}")[0]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset")
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--seeded", action="store_true", help="use the seeded input, not a clip")
+    p.add_argument("--force", action="store_true", help="remake every asset of the preset, sound or not")
     a = p.parse_args(argv)
     from harness import floor, make_latent, make_reference  # after argparse: --help stays fast
 
@@ -35,23 +58,39 @@ def main(argv: list[str] | None = None) -> int:
         goals = C.load_goals()
         device = a.device or C.default_device()
         preset = C.pick_preset(goals, a.preset, device)
-        made = []
-        if not C.input_path(preset).is_file():
-            made.append(make_latent.run(preset, mode="seeded" if a.seeded else "default", device=device)["path"])
         adapter = C.load_adapter(goals)
-        if not C.reference_path(preset).is_file() or not C.pool_dir(preset).is_dir():
-            made += make_reference.run(preset, device=device, model=adapter.load_model(device))["made"]
-        peak, probed = floor.ensure_peak(device, adapter)
+        bad = {k: "--force" for k in ASSETS} if a.force else problems(goals, adapter, preset)
+        for name, why in bad.items():
+            if "not found" not in why and "no pool" not in why:
+                print(f"prepare: remaking the {name}: {why}", file=sys.stderr)
+        made = []
+        if bad:
+            model = adapter.load_model(device)  # once, for every asset made below
+            if "input" in bad:
+                mode = "seeded" if a.seeded else "default"
+                made.append(make_latent.run(preset, mode=mode, device=device, force=True, model=model)["path"])
+            redo = [k for k in ("reference", "pool") if k in bad]  # a bad input fails the reference's check too
+            if redo:
+                only = redo[0] if len(redo) == 1 else None
+                made += make_reference.run(preset, device=device, force=True, model=model, only=only)["made"]
+            del model
+            left = problems(goals, adapter, preset)
+            if left:  # what was just made must pass the same checks
+                name, why = next(iter(left.items()))
+                raise C.SetupError(f"the {name} made now does not pass its check: {why}")
+        else:
+            adapter.load_model("cpu")  # the weights (a damaged cache is made again here, where it may be written)
+        peak, probed = floor.ensure_peak(device, adapter, force=a.force)
         if probed:
             made.append(str(floor.peak_path(peak["gpu"])))
     except C.SetupError as e:  # make_latent's InputError is one, as are bad goals
         print(f"prepare: {e}", file=sys.stderr)
         return 2
-    C.emit([f"assets for preset {preset} ready in {C.assets_dir()}" + (f" (made {len(made)})" if made else " (already there)")],
+    C.emit([f"assets for preset {preset} ready in {C.assets_dir()}" + (f" (made {len(made)})" if made else " (checked: all sound)")],
            {"preset": preset, "device": device, "made": made, "input": str(C.input_path(preset)),
             "reference": str(C.reference_path(preset)), "pool": str(C.pool_dir(preset))})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(C.run_cli(main, "prepare", "run it again: what was made is kept, the rest is made then"))

@@ -3,12 +3,17 @@
 Usage:
     python harness/records.py leaderboard      # regenerate leaderboard.md from results.tsv
     python harness/records.py show             # print the rows of results.tsv
+    python harness/records.py restore          # put back rows that git's last commit or records/ hold
 
-Importable: read_rows, append_row, next_exp_id, baseline_row, best_row, write_leaderboard,
-append_progress, records_lock, lock_file. Every write replaces the whole file atomically (temp file
-+ rename); an append that would change an existing row is refused. Writers that may run at the same
-time (a wave's members, an --apply beside it) hold records_lock() from reading the rows to the last
-write, so no row is lost and no exp id is given twice.
+Importable: read_rows, append_row, row_from_record, check_complete, restore, next_exp_id,
+baseline_row, best_row, write_leaderboard, append_progress, records_lock, lock_file. Every write
+replaces the whole file atomically (temp file + rename); an append that would change an existing row
+is refused. Writers that may run at the same time (a wave's members, an --apply beside it) hold
+records_lock() from reading the rows to the last write, so no row is lost and no exp id is given twice.
+
+Nothing recorded is lost: every row is also in its record (records/<exp>.json, written before the
+row), so check_complete refuses a results.tsv that holds fewer rows than records/ or git's last
+commit, and restore rebuilds it from those (it only ever adds rows).
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import argparse
 import contextlib
 import fcntl
 import os
+import json
 import re
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +32,8 @@ from typing import Any, Iterator
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 from harness import _common as C  # noqa: E402
+
+SetupError = C.SetupError
 
 COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s", "quality",
            "max_abs", "speedup_vs_fp32", "gpu", "preset", "weights", "frozen_hash", "candidate_sha",
@@ -36,8 +45,9 @@ STATUSES = ("baseline", "keep", "revert", "rerun", "gate_fail", "crash", "timeou
 KEEPERS = ("baseline", "keep")
 RED = ("gate_fail", "crash", "timeout", "tampered")
 HEADER = "\t".join(COLUMNS) + "\n"
-REPAIR = ("repair it by hand: every line needs {n} tab-separated cells (git diff results.tsv shows what "
-          "changed; git checkout results.tsv restores the last committed version)")
+RESTORE = "python harness/records.py restore"
+REPAIR = (f"{RESTORE} rebuilds it from git's last commit and records/ (it drops no row; git diff results.tsv "
+          "shows what changed), or repair it by hand: every line needs {n} tab-separated cells")
 PROGRESS_SKELETON = ("# Progress\n\n## Journal\n\n(What was tried and why, in your own words.)\n\n"
                      "## Dead ends\n\n(Ideas that did not help on this model, and the numbers that say so.)\n\n"
                      "## Log\n\n")
@@ -59,19 +69,29 @@ def read_rows(path: Path | None = None) -> list[dict[str, str]]:
     path = path or results_path()
     if not path.is_file():
         return []
-    lines = path.read_text().splitlines()
+    return [row for _, row in _parse(path.read_text(), path)]
+
+
+def _parse(text: str, path: Path) -> list[tuple[str, dict[str, str]]]:
+    """(line, row) for every row of a results.tsv text; a damaged one raises SetupError naming the line.
+    Legacy rows (16 cells) are only read before the first full one: after it a short line is a cut one."""
+    repair = REPAIR.format(n=len(COLUMNS))
+    if text and not text.endswith("\n"):
+        raise SetupError(f"{path} line {text.count(chr(10)) + 1} is cut off (no newline at its end: a "
+                         f"half-written line?); " + repair)
+    lines = text.splitlines()
     header = lines[0].split("\t") if lines else []
     if header not in (COLUMNS, LEGACY_COLUMNS):
-        raise C.SetupError(f"{path} does not start with the expected header ({len(COLUMNS)} columns); "
-                           + REPAIR.format(n=len(COLUMNS)))
-    rows = []
+        raise SetupError(f"{path} does not start with the expected header ({len(COLUMNS)} columns); " + repair)
+    out, full = [], False
     for n, line in enumerate(lines[1:], 2):
         cells = line.split("\t")
-        if len(cells) not in (len(COLUMNS), len(LEGACY_COLUMNS)):
-            raise C.SetupError(f"{path} line {n} has {len(cells)} cells, expected {len(COLUMNS)} "
-                               f"(a half-written or hand-edited line?); " + REPAIR.format(n=len(COLUMNS)))
-        rows.append(dict(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells)))))
-    return rows
+        full = full or len(cells) == len(COLUMNS)
+        if len(cells) != len(COLUMNS) and (full or len(cells) != len(LEGACY_COLUMNS)):
+            raise SetupError(f"{path} line {n} has {len(cells)} cells, expected {len(COLUMNS)} "
+                             f"(a cut-off or hand-edited line?); " + repair)
+        out.append((line + "\n", dict(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells))))))
+    return out
 
 
 def _cell(v: Any) -> str:
@@ -97,12 +117,114 @@ def append_row(row: dict[str, Any], path: Path | None = None) -> str:
     new = HEADER + body  # a legacy header becomes the current one; the rows stay as they are
     if body and not new.endswith("\n"):
         new += "\n"
-    line = "\t".join(_cell(row.get(c)) for c in COLUMNS) + "\n"
+    line = row_line(row)
     now = path.read_text() if path.is_file() else HEADER
     if now != old:
-        raise C.SetupError(f"{path} changed while being appended to; nothing written")
+        raise SetupError(f"{path} changed while being appended to; nothing written")
     C.atomic_write(path, new + line)
     return line
+
+
+def row_line(row: dict[str, Any]) -> str:
+    return "\t".join(_cell(row.get(c)) for c in COLUMNS) + "\n"
+
+
+def row_from_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """The results.tsv row of an experiment's record (records/<exp>.json, as run_experiment's apply
+    writes it): the one place a row is made, so restore puts back exactly the row that was written."""
+    f = rec.get("facts") or {}
+    return {"exp": rec["exp"], "commit": rec.get("commit"), "timestamp": rec.get("timestamp"), "desc": rec.get("desc"),
+            "status": rec["status"], "median_s": f.get("median_s"), "spread_s": f.get("spread_s"),
+            "quality": f.get("quality"), "max_abs": f.get("max_abs"), "speedup_vs_fp32": rec.get("speedup_vs_fp32"),
+            "gpu": f.get("gpu") or "?", "preset": rec.get("preset"), "weights": f.get("weights_kind"),
+            "frozen_hash": rec.get("frozen_hash"), "candidate_sha": rec.get("candidate_sha"),
+            "versions": " ".join(f"{k} {f[k]}" for k in ("torch", "cuda", "cudnn") if f.get(k)),
+            "wall_s": rec.get("wall_s"), "sandbox": f.get("sandbox"),
+            "metric": rec.get("metric") if rec["status"] not in RED else None}
+
+
+def exp_number(exp: str) -> int:
+    return int(exp[1:]) if re.fullmatch(r"e\d+", exp) else -1
+
+
+def record_files(path: Path | None = None) -> dict[str, Path]:
+    """The experiments' records next to a results.tsv: records/<exp>.json by exp."""
+    folder = (path or results_path()).parent / "records"
+    files = folder.glob("e*.json") if folder.is_dir() else []
+    return {f.stem: f for f in files if exp_number(f.stem) >= 0}
+
+
+def committed_text(path: Path | None = None) -> str | None:
+    """results.tsv as git's last commit holds it; None without git, a commit or a tracked file."""
+    path = path or results_path()
+    try:
+        p = subprocess.run(["git", "show", f"HEAD:./{path.name}"], cwd=path.parent, capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout if p.returncode == 0 else None
+
+
+def _body(text: str | None) -> list[str]:
+    return (text or "").splitlines(True)[1:]
+
+
+def check_complete(path: Path | None = None) -> None:
+    """Refuse (SetupError, one line) a results.tsv that holds fewer rows than records/ or git's last
+    commit: a run would number its rows from the gap and write over what was recorded."""
+    path = path or results_path()
+    rows = read_rows(path)
+    have = {r["exp"] for r in rows}
+    lost = sorted(set(record_files(path)) - have, key=exp_number)
+    committed = _body(committed_text(path))
+    changed = bool(committed) and _body(path.read_text() if path.is_file() else "")[:len(committed)] != committed
+    if not lost and not changed:
+        return
+    state = f"holds {C.plural(len(rows), 'row')}" if path.is_file() else "is missing"
+    why = ([f"records/ holds {C.plural(len(lost), 'row')} it lacks ({lost[0]}" + (f"..{lost[-1]}" if len(lost) > 1 else "")
+            + ")"] if lost else []) + ([f"git's last commit holds {C.plural(len(committed), 'row')} it does not start "
+                                        "with"] if changed else [])
+    raise SetupError(f"{path.name} {state}, but " + " and ".join(why) + f"; nothing recorded. Restore it with "
+                     f"`{RESTORE}` (it adds back every row, dropping none), then run again")
+
+
+def restore(path: Path | None = None) -> list[str]:
+    """Rebuild results.tsv from every row of the file, of git's last commit and of records/; the
+    rows it added. Never drops a row: a damaged line that no other source holds, or two sources
+    that disagree on a row, refuse (SetupError) and nothing is written."""
+    path = path or results_path()
+    lines: dict[str, str] = {}
+    damaged: list[str] = []
+
+    def take(exp: str, line: str, where: str) -> None:
+        if lines.setdefault(exp, line) != line:
+            raise SetupError(f"row {exp} in {where} differs from the one in results.tsv or git's last commit; "
+                             f"compare them (git diff {path.name}) and repair by hand")
+
+    current = path.read_text() if path.is_file() else ""
+    for where, text in (("git's last commit", committed_text(path)), (path.name, current)):
+        for n, line in enumerate(_body(text), 2):
+            cells = line.rstrip("\n").split("\t")
+            if line.endswith("\n") and len(cells) in (len(COLUMNS), len(LEGACY_COLUMNS)) and exp_number(cells[0]) >= 0:
+                take(cells[0], line, where)
+            else:
+                damaged.append(f"{path.name} line {n} ({cells[0] or 'empty'})")
+    for exp, f in record_files(path).items():
+        if exp not in lines:
+            try:
+                rec = json.loads(f.read_text())
+                take(exp, row_line(row_from_record({**rec, "exp": exp})), f"records/{f.name}")
+            except (OSError, ValueError, KeyError) as e:
+                raise SetupError(f"records/{f.name} cannot be read ({type(e).__name__}); repair it by hand") from None
+    unrecovered = [d for d in damaged if d.split("(")[-1].rstrip(")") not in lines]
+    if unrecovered:
+        raise SetupError(f"{unrecovered[0]} is damaged and no commit or record holds that row: repair it by hand")
+    text = HEADER + "".join(lines[e] for e in sorted(lines, key=exp_number))
+    _parse(text, path)  # what is written reads back
+    if text != current:
+        C.atomic_write(path, text)
+    had = {r["exp"] for _, r in _parse(current, path)} if not damaged and current else set()
+    return sorted(set(lines) - had, key=exp_number)
 
 
 def lock_file(path: Path, wait: bool) -> Any:
@@ -199,16 +321,18 @@ def write_leaderboard(rows: list[dict[str, str]] | None = None, path: Path | Non
            f"machine: rows are only compared with rows of the same preset measured on the same GPU model, and "
            f"first with those of the comparison in force (since its latest baseline). "
            f"{spec['name']} in {spec.get('unit', '')}, {better} is better. All attempts: results.tsv ({len(rows)} rows).", ""]
-    header = [f"| rank | exp | {spec['name']} | median (s) | spread (s) | speedup vs fp32 eager | {quality} | max abs "
-              "| status | description | commit | weights | versions | frozen hash |",
-              "|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---|"]
+    own = spec["name"] != "median_s"  # a metric other than the median gets a column of its own
+    names = (["rank", "exp"] + [spec["name"]] * own + ["median (s)", "spread (s)", "speedup vs fp32 eager", quality,
+             "max abs", "status", "description", "code commit", "weights", "versions", "frozen hash"])
+    text = {"exp", "status", "description", "code commit", "weights", "versions", "frozen hash"}  # left-aligned
+    header = ["| " + " | ".join(names) + " |", "|" + "|".join("---" if n in text else "---:" for n in names) + "|"]
 
     def table(keep: list[dict[str, str]]) -> list[str]:
         lines = list(header)
         for i, r in enumerate(sorted(keep, key=lambda r: sort_key(r, better)), 1):
-            cells = [str(i), r["exp"], f"{metric_value(r):.6g}", r["median_s"], r["spread_s"], r["speedup_vs_fp32"],
-                     r["quality"], r["max_abs"], r["status"], r["desc"], r["commit"], r["weights"],
-                     r["versions"], r["frozen_hash"]]
+            cells = ([str(i), r["exp"]] + [f"{metric_value(r):.6g}"] * own + [r["median_s"], r["spread_s"],
+                     r["speedup_vs_fp32"], r["quality"], r["max_abs"], r["status"], r["desc"], r["commit"], r["weights"],
+                     r["versions"], r["frozen_hash"]])
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         return lines + [""]
 
@@ -250,11 +374,18 @@ def utc_now() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=["leaderboard", "show"])
+    p.add_argument("action", choices=["leaderboard", "show", "restore"])
     a = p.parse_args(argv)
     try:
+        if a.action == "restore":
+            with records_lock():
+                added = restore()
+            span = ", ".join(added) if len(added) <= 5 else f"{added[0]}..{added[-1]}"
+            C.emit([f"{results_path().name}: " + (f"put back {C.plural(len(added), 'row')} ({span})" if added
+                    else "nothing to put back")], {"added": ",".join(added), "rows": len(read_rows())})
+            return 0
         rows = read_rows()
-    except C.SetupError as e:
+    except SetupError as e:
         print(f"records: {e}", file=sys.stderr)
         return 2
     if a.action == "leaderboard":

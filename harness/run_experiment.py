@@ -27,7 +27,8 @@ distance from that keeper.
 Every attempt appends exactly one row to results.tsv (baseline, keep, revert, rerun, gate_fail,
 crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
 record to records/<exp>.json (the source, every figure, the profile and quality strip of a
-keeper), regenerates leaderboard.md and progress.png and adds a line to PROGRESS.md.
+keeper), regenerates leaderboard.md and this machine's progress/<preset>-<machine>.png and adds a
+line to PROGRESS.md.
 
 Tamper check: the frozen files (harness/, model/, goals.json) are hashed before and after; a
 change during the run voids it (status `tampered`, nothing kept or committed). A run refuses to
@@ -45,8 +46,9 @@ through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checko
 that key signed only, and checks every field of it (read_record_file, validate_record).
 --apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's: Claude
 Code's hook (harness/hooks/guard_frozen.py) refuses them to the agent.
-Exit: 0 recorded keeper/baseline or a re-run within noise, 1 other recorded rows, 2 refused
-(nothing recorded).
+Exit: 0 measured and recorded (baseline, keep, revert, rerun: the candidate passed every check,
+whatever the decision), 1 recorded but the candidate failed (gate_fail, crash, timeout, tampered),
+2 refused (nothing recorded), 130 interrupted (Ctrl-C; nothing recorded for the run in progress).
 """
 
 from __future__ import annotations
@@ -82,14 +84,27 @@ def decide(value: float, spread: float, best: float | None, best_spread: float, 
     """'baseline' when nothing is recorded yet; 'keep' for a win beyond noise and spread, or for a
     tie on the metric (no worse beyond noise) with a warm-up shorter by the asked fraction:
     warmup = (the candidate's warm-up s, the current keeper's, that fraction)."""
+    return decide_why(value, spread, best, best_spread, noise, better, warmup)[0]
+
+
+def decide_why(value: float, spread: float, best: float | None, best_spread: float, noise: float,
+               better: str = "lower", warmup: tuple[float, float, float] | None = None) -> tuple[str, str]:
+    """decide()'s answer and why, in plain words: the keep rule, in one place."""
     if best is None:
-        return "baseline"
+        return "baseline", ""
     gain = best - value if better == "lower" else value - best
-    if gain > noise * best and gain > max(spread, best_spread):
-        return "keep"
+    rel, bar = gain / best, max(spread, best_spread)
+    if gain > noise * best and gain > bar:
+        return "keep", f"{rel:.1%} better: beyond the {noise:.0%} noise threshold and the timed calls' spread ({bar:.4g})"
     if warmup is not None and gain >= -noise * best and warmup[0] <= (1 - warmup[2]) * warmup[1]:
-        return "keep"
-    return "revert"
+        return "keep", (f"kept for its warm-up: {warmup[0]:.1f} s against the current keeper's {warmup[1]:.1f} s, "
+                        f"the metric within the noise threshold")
+    if gain > bar and gain <= noise * best:
+        return "revert", f"{rel:.1%} better: within the {noise:.0%} noise threshold, so not a gain"
+    if abs(gain) <= bar:
+        return "revert", (f"{rel:+.1%} ({abs(gain):.4g}) is smaller than the timed calls' spread ({bar:.4g}): the "
+                          f"difference is inside the noise, so this run cannot tell which is faster")
+    return "revert", f"{-rel:.1%} worse, beyond the timed calls' spread ({bar:.4g})"
 
 
 def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], keeper: dict[str, str] | None) -> tuple[float, float, float] | None:
@@ -274,6 +289,24 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
     return None
 
 
+def check_committed(repo: Any, goals: dict[str, Any]) -> None:
+    """A revert restores the candidate from git and every row names a commit, so the target's files
+    (goals file, candidate, adapter package) must be committed: refused up front, in one line, not a
+    GitCommandError after the baseline row."""
+    if repo is None:
+        return
+    top = Path(repo.working_tree_dir).resolve()
+    files = [C.goals_path(), C.root() / goals["candidate"], C.root() / goals["adapter"].split(".")[0]]
+    rel = [os.path.relpath(p, top) for p in files if p.exists() or p.is_symlink()]
+    committed = repo.git.ls_tree("-r", "--name-only", "HEAD", "--", *rel).splitlines() if repo.head.is_valid() else []
+    missing = [r for r in rel if not any(c == r or c.startswith(r + "/") for c in committed)]
+    missing += repo.git.ls_files("--others", "--exclude-standard", "--", *rel).splitlines()
+    if missing:
+        raise Refused(f"{', '.join(dict.fromkeys(missing))} not committed: a revert restores {goals['candidate']} from "
+                      f"git and each row names a commit; commit the target first (git add {os.path.relpath(C.root(), top)} "
+                      f"&& git commit), then run again")
+
+
 def check_frozen(base: dict[str, str] | None, fh: str) -> None:
     if base and base["frozen_hash"] != fh:
         raise Refused(
@@ -409,7 +442,8 @@ def _commit(repo: Any, paths: list[Path], message: str) -> str:
     if not repo.git.config("user.email", with_exceptions=False):
         ident = ["-c", "user.name=auto-optim", "-c", "user.email=auto-optim@localhost"]
     if repo.head.is_valid() and not repo.git.diff("HEAD", "--cached", "--", *rel):
-        return repo.head.commit.hexsha[:10]  # nothing new to commit: HEAD already holds these files
+        # Nothing new to commit: the row names the commit that made these files what they are.
+        return (repo.git.log("-1", "--format=%H", "--", *rel) or repo.head.commit.hexsha)[:10]
     repo.git.execute(["git", *ident, "commit", "-q", "-m", message, "--", *rel])
     return repo.head.commit.hexsha[:10]
 
@@ -430,7 +464,10 @@ def restore(keeper: dict[str, str] | None, target: Path, preset: str, repo: Any)
         source, where = saved.read_text(), f"{keeper['exp']}, the current keeper"
     elif repo is not None and keeper is not None and keeper["commit"] not in ("-", "nogit"):
         rel = target.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
-        source = repo.git.show(f"{keeper['commit']}:{rel}", strip_newline_in_stdout=False)
+        try:
+            source = repo.git.show(f"{keeper['commit']}:{rel}", strip_newline_in_stdout=False)
+        except Exception:  # noqa: BLE001 - GitCommandError: that commit does not hold the file
+            return f"optimize.py left as it is: {rel} is not in {keeper['exp']}'s commit {keeper['commit']}"
         where = f"the version committed with {keeper['exp']} ({keeper['commit']})"
     else:
         return "optimize.py left as it is (no keeper to restore yet)"
@@ -453,6 +490,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     # Whether the target itself was measured (then a revert restores it): compared, never opened.
     measured_target = rec.get("candidate_file") in (None, str(target))
     rows = R.read_rows()
+    R.check_complete()
     preset = rec["preset"]
     f = rec.get("facts") or {}
     gpu = f.get("gpu") or "?"
@@ -471,7 +509,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     best = None if is_baseline else R.best_row(rows, preset, gpu, better)
     current = None if is_baseline else R.current_row(rows, preset, gpu)
     status = rec["outcome"]
-    rerun_note, reproduced = "", False
+    verdict, reproduced = "", False
     if status == "measured":
         metric, spread = rec["metric"], rec["metric_spread"]
         of = None if is_baseline else rerun_of(rec["candidate_sha"], best, current)
@@ -481,22 +519,23 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
             status = "rerun"
             change = metric / R.metric_value(of) - 1
             reproduced = abs(change) <= goals["noise_threshold"]
-            rerun_note = (f"re-run of {of['exp']} ({R.metric_value(of):.4g}): {change:+.2%}, "
-                          f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
+            verdict = (f"re-run of {of['exp']} ({R.metric_value(of):.4g}): {change:+.2%}, "
+                       f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
         else:
             best_spread = float(best["spread_s"]) if better == "lower" else 0.0
             args = (metric, spread, R.metric_value(best), best_spread, goals["noise_threshold"], better)
-            tie = warmup_tie(goals, f, current)
-            status = decide(*args, tie)
-            if status == "keep" and decide(*args) != "keep":  # kept by the warm-up rule alone: say so
-                rerun_note = (f"kept for its warm-up: {tie[0]:.1f} s against {current['exp']}'s {tie[1]:.1f} s, "
-                              f"the metric within the noise threshold")
+            status, verdict = decide_why(*args, warmup_tie(goals, f, current))
     base_row = base if not is_baseline else None
     speedup = None
     if status == "baseline":
         speedup = 1.0
     elif f.get("median_s") and base_row:
         speedup = float(base_row["median_s"]) / f["median_s"]  # the baseline row is fp32 eager
+    record, prof, strip = (C.root() / d / f"{exp}.{ext}" for d, ext in (("records", "json"), ("profiles", "md"), ("quality", "png")))
+    taken = [x for x in (record, prof, strip) if x.exists()]
+    if taken:
+        raise Refused(f"{taken[0].relative_to(C.root())} exists but results.tsv has no row {exp}: nothing is ever "
+                      f"written over a record; run python harness/records.py restore")
     repo = _git_repo()
     note, commit = "", "-"
     if status == "keep":
@@ -509,39 +548,34 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         _saved_best(preset).unlink(missing_ok=True)
     elif measured_target:
         note = restore(current, target, preset, repo)
-    versions = " ".join(f"{k} {f[k]}" for k in ("torch", "cuda", "cudnn") if f.get(k))
-    row = {"exp": exp, "commit": commit, "timestamp": rec["timestamp"], "desc": rec["desc"], "status": status,
-           "median_s": f.get("median_s"), "spread_s": f.get("spread_s"), "quality": f.get("quality"),
-           "max_abs": f.get("max_abs"), "speedup_vs_fp32": speedup, "gpu": gpu, "preset": preset,
-           "weights": f.get("weights_kind"), "frozen_hash": rec["frozen_hash"], "candidate_sha": rec.get("candidate_sha"),
-           "versions": versions, "wall_s": rec.get("wall_s"), "sandbox": f.get("sandbox"),
-           "metric": rec.get("metric") if status not in R.RED else None}
+    # The record first, then the row made from it (R.row_from_record): a row is never without its record.
+    entry = {**rec, "exp": exp, "status": status, "commit": commit, "speedup_vs_fp32": speedup}
+    C.atomic_write(record, json.dumps(entry, indent=1, default=str), exclusive=True)
+    row = R.row_from_record(json.loads(record.read_text()))
     R.append_row(row)
     rows = R.read_rows()
     R.write_leaderboard(rows, goals=goals, here=(preset, gpu))
-    record = C.root() / "records" / f"{exp}.json"
-    C.atomic_write(record, json.dumps({**rec, "exp": exp, "status": status}, indent=1, default=str))
-    why = rec.get("reason") or rerun_note
+    why = rec.get("reason") or verdict
     R.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
     written = [R.results_path(), R.leaderboard_path(), R.progress_path(), C.root() / "records"]
     if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
         print(f"run_experiment: keeper {exp} has no profile in its record; "
               f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
     if status in R.KEEPERS and rec.get("profile_md"):
-        prof = C.root() / "profiles" / f"{exp}.md"
-        C.atomic_write(prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1))
+        C.atomic_write(prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1),
+                       exclusive=True)
         written.append(prof)
     if status in R.KEEPERS and rec.get("strip_png"):
-        strip = C.root() / "quality" / f"{exp}.png"
-        C.atomic_write(strip, base64.b64decode(rec["strip_png"]))
+        C.atomic_write(strip, base64.b64decode(rec["strip_png"]), exclusive=True)
         written.append(strip)
-    png = render_plot(goals)
+    png = render_plot(goals, preset, gpu)
     if png:
         written.append(png)
     if status in R.KEEPERS and repo is not None:
         _commit(repo, written, f"{exp}: record and profile")
-    return (0 if status in R.KEEPERS or reproduced else 1), {
-        "exp": exp, "status": status, "row": row, "best": best, "note": note, "rerun": rerun_note, "reason": rec.get("reason")}
+    return (1 if status in R.RED else 0), {
+        "exp": exp, "status": status, "row": row, "best": best, "note": note, "verdict": verdict, "reason": rec.get("reason"),
+        "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None}
 
 
 def _commit_msg(exp: str, f: dict[str, Any], goals: dict[str, Any], desc: str) -> str:
@@ -557,10 +591,11 @@ def _fmt_metric(rec: dict[str, Any], goals: dict[str, Any]) -> str:
     return f"{rec['metric']:.4g} {spec.get('unit', '')}".strip()
 
 
-def render_plot(goals: dict[str, Any]) -> Path | None:
+def render_plot(goals: dict[str, Any], preset: str, gpu: str) -> Path | None:
+    """This machine's picture (progress/<preset>-<machine>.png): never another machine's."""
     try:
         from harness import plots  # lazy: helper module with matplotlib inside
-        out = plots.render_progress(R.results_path(), C.root() / "progress.png", goals)
+        out = plots.render_progress(R.results_path(), plots.progress_path(C.root(), preset, gpu), goals, preset, gpu)
         return Path(out) if out else None
     except ImportError as e:
         print(f"run_experiment: progress plot skipped ({e})", file=sys.stderr)
@@ -571,42 +606,57 @@ def render_plot(goals: dict[str, Any]) -> Path | None:
 
 # --- what a person reads -----------------------------------------------------------------------
 
+def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] | None) -> str:
+    """The median, the range and spread of the timed calls it came from, the quality, and the ratio
+    to the baseline in force, with a plain word where the noise is larger than the difference."""
+    row, spec = r["row"], R.metric_spec(goals)
+    line = f"  {row['median_s']:.4g} s per call (median of the timed calls)"
+    if spec.get("better") == "higher" and row.get("metric") is not None:
+        line += f" = {row['metric']:.4g} {spec.get('unit', '')}"
+    if r.get("range_s"):
+        lo, hi = r["range_s"]
+        line += f"; the calls ranged {lo:.4g}-{hi:.4g} s (spread {hi - lo:.4g} s, {(hi - lo) / row['median_s']:.0%} of the median)"
+    if row.get("quality") is not None:
+        line += f"; {goals['gate'].get('quality_name', 'quality')} {row['quality']:.4g} against the reference"
+    if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":
+        line += f"\n  {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline on this machine"
+        if base is not None and abs(float(base["median_s"]) - row["median_s"]) <= max(float(base["spread_s"]), row["spread_s"]):
+            line += f" ({base['exp']}), within the noise: the timed calls spread more than the two medians differ"
+    return line
+
+
 def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
     """The last lines of a run: what each row says, in plain words, and what to do next."""
-    spec = R.metric_spec(goals)
     lines = []
+    rows = R.read_rows()
     for r in results:
         row = r["row"]
         what = f"{r['exp']}: {r['status'].upper()}  {row['desc']}"
         if row.get("median_s") is not None:
-            what += f"\n  {row['median_s']:.4g} s per call (median of the timed calls)"
-            if spec.get("better") == "higher" and row.get("metric") is not None:
-                what += f" = {row['metric']:.4g} {spec.get('unit', '')}"
-            if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":
-                what += f", {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline on this machine"
-            if row.get("quality") is not None:
-                what += f"; {goals['gate'].get('quality_name', 'quality')} {row['quality']:.4g} against the reference"
+            upto = rows[:next(i for i, x in enumerate(rows) if x["exp"] == r["exp"]) + 1]
+            what += "\n" + timing_line(r, goals, R.baseline_row(upto, row["preset"], row["gpu"]))
         if r.get("reason"):
             what += f"\n  why: {r['reason']}"
         if r["best"] and r["status"] in ("keep", "revert"):
-            what += f"\n  judged against {r['best']['exp']} ({R.metric_value(r['best']):.4g}); a keeper must beat it by " \
-                    f"more than {goals['noise_threshold']:.0%} and the spread"
-        for extra in (r.get("note"), r.get("rerun")):
-            if extra:
-                what += f"\n  {extra}"
+            judged = f"judged against {r['best']['exp']} ({R.metric_value(r['best']):.4g})"
+            what += f"\n  {judged}: {r['verdict']}" if r.get("verdict") else f"\n  {judged}"
+        elif r.get("verdict"):
+            what += f"\n  {r['verdict']}"
+        if r.get("note"):
+            what += f"\n  {r['note']}"
         lines.append(what)
     row = results[-1]["row"]
-    stop, why, best = floor.verdict_for_rows(R.read_rows(), goals, row["preset"], row["gpu"],
-                                             floor.load_peak(row["gpu"]), C.load_adapter(goals), C.root() / "records")
-    lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
-                 else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
-    if row["gpu"].startswith("CPU"):
+    if row["gpu"].startswith("CPU"):  # the stop rule's floor and profile figures mean nothing on a CPU
         lines.append("On a CPU the tiny preset checks the harness's logic end to end; optimize.py is written for a GPU, "
                      "so its speed here means little. Next: the same command on a GPU machine (README, 'On a GPU'), "
                      "or let Claude Code run the loop (README, 'Running it with Claude Code').")
-    else:
-        lines.append("Next: read the keeper's profile (profiles/), change optimize.py, run this again "
-                     "(program.md has the loop); leaderboard.md ranks this machine's keepers.")
+        return lines
+    stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"],
+                                             floor.load_peak(row["gpu"]), C.load_adapter(goals), C.root() / "records")
+    lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
+                 else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
+    lines.append("Next: read the keeper's profile (profiles/), change optimize.py, run this again "
+                 "(program.md has the loop); leaderboard.md ranks this machine's keepers.")
     return lines
 
 
@@ -631,6 +681,8 @@ def main(argv: list[str] | None = None) -> int:
         goals = C.load_goals()
         # Measuring alone (a wave member, a cloud run) records nothing: it needs only its GPU.
         lock = None if a.measure_only else acquire_lock()
+        if not a.measure_only:
+            check_committed(_git_repo(), goals)
         if a.apply:
             recs = read_record_file(a.apply, goals)
         else:
@@ -640,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise Refused("--measure-only needs --record-out FILE.json")
             if a.record_out:
                 check_record_out(a.record_out)
+            if not a.measure_only:
+                R.check_complete()  # before minutes of measuring: apply checks again under its lock
             with device_lock():
                 recs = measure(a, goals)
             for rec in recs:
@@ -653,7 +707,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
         results, code = [], 0
         for rec in recs:
-            code, facts = apply(rec, goals, a.rebaseline and rec is recs[0])
+            done, facts = apply(rec, goals, a.rebaseline and rec is recs[0])
+            code = max(code, done)
             results.append(facts)
         lock.close()
     except (Refused, C.SetupError) as e:
@@ -664,9 +719,10 @@ def main(argv: list[str] | None = None) -> int:
     C.emit(summary(results, goals), {"exp": last["exp"], "status": last["status"], "exps": [r["exp"] for r in results],
                                      **{k: v for k, v in last["row"].items() if k not in ("exp", "status")},
                                      "best_before": last["best"]["exp"] if last["best"] else None,
-                                     "reason": last.get("reason"), "restore": last.get("note"), "rerun": last.get("rerun")})
+                                     "reason": last.get("reason"), "restore": last.get("note"), "verdict": last.get("verdict")})
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(C.run_cli(main, "run_experiment", "nothing recorded for the experiment in progress; "
+                                               "the rows recorded before it stay"))

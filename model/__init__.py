@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -48,19 +50,28 @@ def load_vae(weights: str | Path | None = None, device: str | torch.device = "cp
 
 def _synthetic(vae: WanVAE) -> dict[str, torch.Tensor]:
     """The seeded weights, from the file cache when there is one; made (and cached, where this
-    process may write) otherwise."""
+    process may write) otherwise. A damaged cache that this process cannot write (a sandboxed
+    worker) is an error that names the file and the command that remakes it."""
     cache = synthetic_cache()
+    damaged = None
     if cache.is_file():
         try:
             return torch.load(cache, map_location="cpu", weights_only=True, mmap=True)
-        except Exception:  # noqa: BLE001 - a damaged cache is remade below
-            pass
+        except Exception as e:  # noqa: BLE001 - any unreadable cache is remade below
+            damaged = type(e).__name__
     state = synthetic_state_dict(vae)
+    tmp = cache.with_name(f".{cache.name}.tmp{os.getpid()}")
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.tmp{os.getpid()}")
-        torch.save(state, tmp)
+        torch.save(state, tmp)  # a read-only folder raises RuntimeError here, not OSError
         os.replace(tmp, cache)
-    except OSError:
-        pass  # read-only (a sandboxed worker): use them uncached
+    except Exception:  # noqa: BLE001 - not writable here: use them uncached
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if damaged:
+            raise RuntimeError(f"the synthetic-weights cache {cache} is damaged ({damaged}) and this process "
+                               f"cannot write it: run python harness/prepare.py, which remakes it") from None
+        return state
+    if damaged:
+        print(f"model: the synthetic-weights cache {cache} was damaged ({damaged}); made it again", file=sys.stderr)
     return state

@@ -30,7 +30,9 @@ def test_bench_cli(toy: Path) -> None:
     assert f["min_s"] <= f["median_s"] <= f["max_s"] and f["spread_s"] == f["max_s"] - f["min_s"]
     assert f["warmup_s"] >= f["build_s"] and f["input"].startswith("asset") and f["sandbox"].startswith("bwrap")
     assert len(f["checked"]) == 7 and f["passed"]  # every timed call, and the FLOP-counted one, was also checked
-    assert f["executed_flops"] == f["flops"] > 0 and f["floor_s"] > 0 and "floor" in out  # harness/floor.py
+    assert f["executed_flops"] == f["flops"] > 0  # counted in the worker (harness/floor.py)
+    # On a CPU a floor means nothing (issue 24: "the median is 0.69x the floor"): none, and no line says one.
+    assert f["floor_s"] is None and "CPU" in f["floor_note"] and "  floor" not in out
     b = f["baseline"]
     assert b["fp32_eager_s"] > 0 and b["bf16_eager_s"] > 0
     assert b["speedup_vs_fp32"] == pytest.approx(b["fp32_eager_s"] / f["median_s"])

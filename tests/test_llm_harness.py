@@ -74,7 +74,7 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(cmd, cwd=ws, check=True)
 
-    rc, f, out = cli(ws, "harness/prepare.py", "--seeded")
+    rc, f, out = cli(ws, "harness/prepare.py")  # as the README says, no --seeded: not a video, so seeded
     pool = sorted((ws / "assets" / "pool_tiny").glob("*.pt"))
     assert rc == 0 and len(pool) == goals["pool"]["size"] and (ws / "assets" / "reference_tiny.pt").is_file(), out
     assert all("output" not in torch.load(p, weights_only=True) for p in pool)  # inputs only: nothing to leak
@@ -110,6 +110,6 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     rc, f, out = finish(cheat)
     assert rc == 1 and not f["passed"] and f["status"] == "gate_fail" and "max KL" in f["reason"], out
     rc, f, out = finish(revert)
-    assert rc == 1 and f["status"] == "revert", out
+    assert rc == 0 and f["status"] == "revert", out  # measured and recorded: 0
     assert (ws / "optimize.py").read_text() == before  # put back to the best keeper
     assert "max KL" in (ws / "leaderboard.md").read_text()

@@ -92,6 +92,7 @@ def test_make_reference_bad_input(scratch: Path, bad: str, capsys: pytest.Captur
 
 def test_make_reference_refuses_overwrite_cli(scratch: Path) -> None:
     C.reference_path("tiny").write_bytes(b"old")
+    C.pool_dir("tiny").mkdir()  # both there: the refusal is the overwrite's (not the missing input's)
     r = cli("make_reference.py", scratch)
     assert r.returncode == 2 and "--force" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert C.reference_path("tiny").read_bytes() == b"old"

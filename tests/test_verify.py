@@ -85,7 +85,7 @@ def test_stale_reference_is_setup_error(toy: Path, tmp_path: Path, capsys: pytes
     ref["meta"]["model_sha256"] = "0" * 64
     torch.save(ref, ws / "assets" / "reference_tiny.pt")
     r = verify_here(ws, capsys)
-    assert r.returncode == 2 and "make_reference.py --force" in r.stderr, r.stderr
+    assert r.returncode == 2 and "harness/prepare.py" in r.stderr, r.stderr  # which remakes a stale one
 
 
 def test_worst_frame_picks_the_furthest_frame() -> None:

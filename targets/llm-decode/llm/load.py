@@ -44,15 +44,18 @@ def synthetic_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.M
         with torch.no_grad():
             for name, p in model.named_parameters():
                 p.copy_(state[name])
-    except Exception:  # noqa: BLE001 - no cache, or a damaged one: draw the values
+    except Exception as e:  # noqa: BLE001 - no cache, or a damaged one: draw the values
+        damaged = None if isinstance(e, FileNotFoundError) else type(e).__name__
         fill_synthetic_(model, spec.logit_std)
         try:
             tmp = cache.with_name(f".{cache.name}.tmp")
             cache.parent.mkdir(parents=True, exist_ok=True)
             torch.save({n: p.detach().cpu() for n, p in model.named_parameters()}, tmp)
             tmp.replace(cache)
-        except OSError:
-            pass  # read-only here (a sandboxed worker): use them uncached
+        except Exception:  # noqa: BLE001 - read-only here (a sandboxed worker; torch.save raises RuntimeError)
+            if damaged:  # name the damaged file and what remakes it (a missing cache: use them uncached)
+                raise RuntimeError(f"the synthetic-weights cache {cache} is damaged ({damaged}) and this process "
+                                   f"cannot write it: run python harness/prepare.py, which remakes it") from None
     with torch.device(device):  # to_empty left the RoPE frequencies uninitialized
         model.model.rotary_emb = type(model.model.rotary_emb)(config)
     return _frozen(model)

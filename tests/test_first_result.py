@@ -1,0 +1,88 @@
+"""An honest first result (issue 24, item 4) and the cosmetic list: the baseline's range and spread
+are printed and every keep or revert says why in plain words (inside the noise, when it is); a CPU
+run draws its own picture, never the GPU's; no floor or stop-rule lines where they mean nothing;
+one median column in the leaderboard; "1 attempt"; a row's commit is the one that holds its code.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from conftest import make_toy
+from harness import bench, floor, records as R
+from harness.run_experiment import decide, decide_why
+from test_run_experiment import MEDIUM, candidate, git, run
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_every_decision_says_why() -> None:
+    # The issue's CPU run: the baseline's calls ranged 1.61-8.70 s around 5.27 s; 0.85x and 3.89x
+    # were both reverts with no word why. Both differences are inside the noise.
+    for median in (5.27 / 0.85, 5.27 / 3.89):
+        status, why = decide_why(median, 0.05, 5.27, 8.70 - 1.61, 0.01)
+        assert status == "revert" and "inside the noise" in why and "cannot tell which is faster" in why, why
+    status, why = decide_why(0.995, 0.001, 1.0, 0.001, 0.01)
+    assert status == "revert" and "within the 1% noise threshold" in why, why
+    status, why = decide_why(1.2, 0.01, 1.0, 0.01, 0.01)
+    assert status == "revert" and why.startswith("20.0% worse"), why
+    status, why = decide_why(0.5, 0.01, 1.0, 0.01, 0.01)
+    assert status == "keep" and why.startswith("50.0% better"), why
+    status, why = decide_why(0.998, 0.01, 1.0, 0.01, 0.01, warmup=(15.4, 18.6, 0.15))
+    assert status == "keep" and "warm-up" in why
+    assert decide(0.5, 0.01, 1.0, 0.01, 0.01) == "keep"  # decide() is decide_why()'s first answer
+
+
+def test_first_run_reads_honestly(tmp_path: Path) -> None:
+    ws = make_toy(tmp_path / "toy", git=True)
+    (ws / "optimize.py").write_text(candidate(MEDIUM))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "medium"], cwd=ws, check=True)
+    medium_commit = git(ws, "rev-parse", "HEAD").strip()[:10]
+    gpu_png = ws / "progress" / "full-nvidia-h100-80gb-hbm3.png"
+    gpu_png.parent.mkdir()
+    gpu_png.write_bytes(b"the GPU's picture")
+    rc, f, out = run(ws, "--desc", "first run")
+    assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
+    base = out[out.index("e001: BASELINE"):out.index("e002: KEEP")]
+    assert re.search(r"the calls ranged [\d.]+-[\d.]+ s \(spread [\d.]+ s, \d+% of the median\)", base), base
+    assert re.search(r"judged against e001 \([\d.]+\): \d+\.\d% better: beyond the 1% noise threshold", out), out
+    assert "Stop rule" not in out and "floor" not in out  # a CPU run: neither means anything
+    cpu_png = ws / "progress" / f"tiny-{R.C.slug(f['gpu'])}.png"
+    assert cpu_png.read_bytes().startswith(b"\x89PNG") and gpu_png.read_bytes() == b"the GPU's picture"
+    assert "progress/full-nvidia" not in git(ws, "log", "--name-only", "--format=")  # not committed over either
+    assert not (ws / "progress.png").exists()
+    row = R.read_rows(ws / "results.tsv")[1]
+    assert row["commit"] == medium_commit  # the commit that holds its code, not the record commit before it
+    board = (ws / "leaderboard.md").read_text()
+    assert board.count("| median (s) |") == 1 and "| median_s |" not in board  # one median column, not two
+
+
+def test_floor_lines_only_where_they_mean_something() -> None:
+    from types import SimpleNamespace
+
+    adapter = SimpleNamespace(flops=lambda shape: 2.0e12)
+    peak = {"peak": {"flops": {"rate": 1e12, "op": "matmul"}, "bytes": {"rate": 1e10, "op": "copy"}}}
+    facts = {"median_s": 1.0}  # the issue's "the median is 0.69x the floor": faster than the probe allows
+    floor.annotate(facts, {}, adapter, [1], peak)
+    assert facts["floor_s"] is None and "did not find this machine's peak" in facts["floor_note"]
+    facts = {"median_s": 5.0}
+    floor.annotate(facts, {}, adapter, [1], {**peak, "device": "cpu"})
+    assert facts["floor_s"] is None and "CPU" in facts["floor_note"]
+    facts = {"median_s": 5.0}
+    floor.annotate(facts, {}, adapter, [1], peak)
+    assert facts["floor_s"] == 2.0 and facts["x_floor"] == 2.5
+    f = {"candidate": "optimize.py", "preset": "tiny", "gpu": "CPU (x86_64, 2 cores)", "torch": "2", "cuda": None,
+         "cudnn": None, "input": "i", "sandbox": "s", "warmup_s": 1.0, "build_s": 0.5, "first_calls_s": 0.5, "runs": 5,
+         "median_s": 1.0, "min_s": 0.9, "max_s": 1.1, "mad_s": 0.1, "boundary_s": 0.001, "boundary_pct": 0.1,
+         "floor_s": None, "floor_note": "no floor on a CPU: ..."}
+    assert not any("floor" in line for line in bench.human(f))
+    _, why = floor.verdict({"plateau_attempts": 8, "gpu_busy_min": 0.99, "max_outside": 0.03, "within_floor": 0.1},
+                           2.0, 1.0, 0.99, 0.01, attempts=1)
+    assert why[0].startswith("1 attempt since the best row"), why
+
+
+def test_readme_counts_the_cheaters() -> None:
+    cheaters = [p for p in (REPO / "tests" / "cheaters").glob("*.py") if not p.name.startswith("_")]
+    assert f"holds {len(cheaters)} cheating candidates" in (REPO / "README.md").read_text()

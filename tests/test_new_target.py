@@ -1,0 +1,68 @@
+"""Retarget in a few files, proven (issue 24, item 2): `harness/new_target.py NAME` scaffolds a
+target (adapter, goals.json, optimize.py); committed, it goes through prepare (its seeded input,
+no clip, no --seeded) to a baseline and a keeper on the CPU, with the commands its README prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import records as R
+
+REPO = Path(__file__).resolve().parent.parent
+BATCHED = '''"""All positions at once: the same MLP as one batched call instead of one call a position."""
+import torch
+
+
+def build_decoder(model, example_input):
+    def forward_fn(x):
+        return torch.tanh(model.mlp(x) + x)
+
+    return forward_fn, {"batched": True}
+'''
+
+
+def cli(repo: Path, *args: str, goals: str | None = None) -> tuple[int, dict, str]:
+    env = {k: v for k, v in os.environ.items() if k != "AUTO_OPTIM_GOALS"} | ({"AUTO_OPTIM_GOALS": goals} if goals else {})
+    p = subprocess.run([sys.executable, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    last = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    return p.returncode, (json.loads(last[-1]) if last else {}), p.stdout[-3000:] + p.stderr[-3000:]
+
+
+def test_scaffold_to_a_baseline_and_a_keeper(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "harness").symlink_to(REPO / "harness", target_is_directory=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+
+    rc, f, out = cli(repo, "harness/new_target.py", "demo")
+    assert rc == 0 and f["goals"] == "targets/demo/goals.json", out
+    target = repo / "targets" / "demo"
+    assert {p.name for p in target.iterdir()} == {"goals.json", "optimize.py", "demo_model", "README.md", ".gitignore"}
+    rc, f, out = cli(repo, "harness/new_target.py", "demo")
+    assert rc == 2 and "exists" in out and len(out.strip().splitlines()) == 1, out  # nothing written over
+
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "target demo"], cwd=repo, check=True)
+    goals = "targets/demo/goals.json"
+    rc, f, out = cli(repo, "harness/prepare.py", goals=goals)
+    assert rc == 0 and "clip" not in out, out
+    rc, f, out = cli(repo, "harness/run_experiment.py", "--desc", "first run", "--no-profile", goals=goals)
+    assert rc == 0 and f["exps"] == ["e001", "e002"], out  # the baseline, then the scaffold's optimize.py
+
+    (target / "optimize.py").write_text(BATCHED)
+    for attempt in range(3):  # a shared CPU's load can swamp one comparison: then a fresh baseline beside it
+        rc, f, out = cli(repo, "harness/run_experiment.py", "--desc", "batched", "--no-profile",
+                         *(["--rebaseline"] if attempt else []), goals=goals)
+        if f.get("status") == "keep":
+            break
+    assert rc == 0 and f["status"] == "keep", out
+    assert [r["status"] for r in R.read_rows(target / "results.tsv")][-1] == "keep"
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=repo, capture_output=True, text=True).stdout
+    assert f"{f['exp']}: record and profile" in log and "records/" in subprocess.run(
+        ["git", "show", "--stat", "HEAD"], cwd=repo, capture_output=True, text=True).stdout

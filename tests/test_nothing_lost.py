@@ -1,0 +1,164 @@
+"""Nothing recorded is ever lost (issue 24, item 1): a results.tsv that lacks rows that records/ or
+git's last commit hold is refused with one line, and `records.py restore` puts every row back; a
+cut-off row is refused with its line number; a record file is never written over; Ctrl-C is one
+line and exit 130.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import make_toy, use
+from harness import _common as C
+from harness import records as R
+from test_run_experiment import SLOW, candidate, git, run
+
+LEGACY_ROW = ["e001", "abc", "t", "old", "baseline", "2.0", "0.1", "54.0", "0.02", "1.0", "H100", "full", "synthetic",
+              "ffff", "aaaa", "torch"]
+
+
+def refused_in_one_line(out: str, f: dict) -> None:
+    assert f["status"] == "refused", out
+    stderr_lines = [ln for ln in out.splitlines() if ln.startswith("run_experiment: refused:")]  # stderr's one line
+    assert len(stderr_lines) == 1 and "\n" not in f["reason"], out
+
+
+def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
+    ws = make_toy(tmp_path / "toy", git=True)
+    (ws / "optimize.py").write_text(candidate(SLOW))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "slow"], cwd=ws, check=True)
+    # A baseline (committed with its record) and a slower candidate: a revert, whose row is not committed.
+    rc, f, out = run(ws, "--desc", "first run", "--no-profile")
+    assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "revert", out  # measured and recorded: 0
+    results = ws / "results.tsv"
+    full = results.read_text()
+    assert git(ws, "show", "HEAD:results.tsv") != full  # e002's row exists only in the file and its record
+    records = {p.name: p.read_bytes() for p in (ws / "records").iterdir()}
+
+    def refuses(why: str) -> None:
+        before = results.read_text() if results.is_file() else None
+        rc, f, out = run(ws, "--desc", "x", "--no-profile")
+        assert rc == 2 and why in f["reason"] and "records.py restore" in f["reason"], out
+        refused_in_one_line(out, f)
+        assert (results.read_text() if results.is_file() else None) == before
+        assert {p.name: p.read_bytes() for p in (ws / "records").iterdir()} == records  # e001.json not rewritten
+
+    results.unlink()  # the issue's `rm results.tsv`
+    refuses("is missing")
+    results.write_text(R.HEADER)
+    refuses("git's last commit holds 1 row it does not start with")
+    results.write_text("".join(full.splitlines(True)[:2]))  # the uncommitted row gone: only its record holds it
+    refuses("records/ holds 1 row it lacks (e002)")
+
+    with use(ws):
+        assert R.restore() == ["e002"]
+    assert results.read_text() == full  # byte for byte, the uncommitted row included
+    results.unlink()
+    with use(ws):
+        assert R.restore() == ["e001", "e002"]
+        assert R.restore() == []
+    assert results.read_text() == full
+    rc, f, out = run(ws, "--desc", "after the restore", "--no-profile")
+    assert rc == 0 and f["exp"] == "e003", out
+
+
+def test_restore_refuses_what_it_cannot_put_back(tmp_path: Path) -> None:
+    ws = tmp_path
+    (ws / "records").mkdir()
+    path = ws / "results.tsv"
+    row = {c: "x" for c in R.COLUMNS} | {"exp": "e001", "status": "baseline", "median_s": 1.0}
+    R.append_row(row, path)
+    text = path.read_text()
+    path.write_text(text[:-5] + "\n")  # e001's line cut short, and no record of it
+    with pytest.raises(R.SetupError, match="line 2 .*e001.* no commit or record holds that row"):
+        R.restore(path)
+    assert path.read_text() == text[:-5] + "\n"  # nothing written
+
+
+def test_cut_off_rows_are_refused_with_their_line(tmp_path: Path) -> None:
+    path = tmp_path / "results.tsv"
+    full = "\t".join(["e002"] + ["x"] * (len(R.COLUMNS) - 1))
+    path.write_text(R.HEADER + "\t".join(LEGACY_ROW) + "\n" + full + "\n")
+    assert len(R.read_rows(path)) == 2  # a legacy row before the first full one is read as it is
+    path.write_text(R.HEADER + "\t".join(LEGACY_ROW) + "\n" + full + "\n" + full[:full.rindex("\tx\tx\tx")] + "\n")
+    with pytest.raises(R.SetupError, match="line 4 has 16 cells, expected 19"):
+        R.read_rows(path)
+    path.write_text(R.HEADER + full + "\n" + full[:-3])  # the last line has no newline: cut off mid-write
+    with pytest.raises(R.SetupError, match="line 3 is cut off"):
+        R.read_rows(path)
+
+
+def test_a_record_is_never_written_over(tmp_path: Path) -> None:
+    rec = tmp_path / "records" / "e001.json"
+    C.atomic_write(rec, "first", exclusive=True)
+    with pytest.raises(C.SetupError, match="never written over"):
+        C.atomic_write(rec, "second", exclusive=True)
+    assert rec.read_text() == "first" and [p.name for p in rec.parent.iterdir()] == ["e001.json"]
+
+
+def test_apply_refuses_to_write_over_a_stray_record(tmp_path: Path) -> None:
+    """A profile or record already named for the next exp is never replaced: apply refuses first."""
+    from harness import run_experiment
+
+    ws = make_toy(tmp_path / "toy", git=True)
+    rc, f, out = run(ws, "--desc", "first run", "--no-profile")
+    assert rc == 0, out
+    stray = ws / "profiles" / "e003.md"  # e001 baseline, e002 the candidate: the next is e003
+    stray.parent.mkdir(exist_ok=True)
+    stray.write_text("someone's notes")
+    before = (ws / "results.tsv").read_text()
+    rec = json.loads((ws / "records" / "e002.json").read_text())  # the same record again, as apply gets it
+    with use(ws), pytest.raises(run_experiment.Refused, match="profiles/e003.md exists"):
+        run_experiment.apply(rec, C.load_goals())
+    assert stray.read_text() == "someone's notes" and (ws / "results.tsv").read_text() == before
+    assert not (ws / "records" / "e003.json").exists()
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    ws = make_toy(tmp_path / "toy", git=True)
+    (ws / "optimize.py").write_text(candidate(0.0, build="    import time; time.sleep(60)\n"))
+    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
+    p = subprocess.Popen([sys.executable, str(ws / "harness" / "run_experiment.py"), "--desc", "x"], cwd=ws, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lock = ws / "runs" / "device_0.lock"
+    deadline = time.monotonic() + 120
+    while not (lock.is_file() and lock.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # inside the measurement: the baseline's worker is running
+    os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the whole foreground group
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, out + err
+    assert err.strip().splitlines() == ["run_experiment: interrupted (Ctrl-C); nothing recorded for the experiment "
+                                        "in progress; the rows recorded before it stay"], err
+    assert not (ws / "results.tsv").exists() or len(R.read_rows(ws / "results.tsv")) == 0
+
+
+def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
+    """The issue's retarget: tests/toy_target copied to targets/toy of a repository and run before
+    it is committed. Refused in one line before anything is measured or recorded; once committed,
+    the first run records its baseline and its candidate (a revert, restored from git)."""
+    repo = tmp_path / "repo"
+    ws = make_toy(repo / "targets" / "toy")
+    (ws / "optimize.py").write_text(candidate(SLOW))  # a revert by construction, restored from git
+    (repo / "README.md").write_text("a project\n")
+    for cmd in (["git", "init", "-q"], ["git", "add", "README.md"],
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+        subprocess.run(cmd, cwd=repo, check=True)
+    rc, f, out = run(ws, "--desc", "x", "--no-profile")
+    assert rc == 2 and "targets/toy/goals.json, targets/toy/optimize.py, targets/toy/toymodel" in f["reason"], out
+    assert "git add targets/toy" in f["reason"], out
+    refused_in_one_line(out, f)
+    assert not (ws / "results.tsv").exists() and not (ws / "records").exists()
+    subprocess.run(["git", "add", "targets"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "target toy"], cwd=repo, check=True)
+    rc, f, out = run(ws, "--desc", "x", "--no-profile")
+    assert rc == 0 and [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "revert"], out
+    assert "optimize.py is already the version committed with e001" in out, out  # git show worked
