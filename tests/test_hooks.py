@@ -514,7 +514,8 @@ def test_settings_json_denies_every_protected_path_and_requires_the_sandbox():
     s = json.loads((REPO / ".claude" / "settings.json").read_text())
     deny = set(s["permissions"]["deny"])
     paths = protected_paths(REPO)
-    assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "records", "AGENTS.md", ".venv"} <= set(paths)
+    assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "records", "AGENTS.md", ".venv", "progress",
+            "targets/llm-decode/progress"} <= set(paths)
     for name in paths:
         assert {f"Edit(/{name})", f"Edit(/{name}/**)"} & deny, name
     sandbox = s["sandbox"]

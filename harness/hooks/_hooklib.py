@@ -24,7 +24,7 @@ from typing import Any
 # names every one of protected_paths(). Per target (the project root, and each targets/<name>/ with a
 # goals.json): what the harness trusts (goals.json, its adapter package) and writes (the rest).
 TARGET_FILES = ("goals.json", "assets", "results.tsv", "leaderboard.md", "records", "runs", "profiles", "quality",
-                "progress.png")
+                "progress")
 # Per project: the code the harness and hooks run (and a virtual environment, should one be made
 # here), the agent's own contract, Claude Code's configuration, git, and what a person runs.
 PROJECT_FILES = ("harness", ".claude", ".git", "AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", "program.md", ".venv", "venv",
