@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import json
 import linecache
+import math
 import os
 import platform
 import re
@@ -37,6 +38,15 @@ sys.path[:] = [p for p in sys.path if p not in _mine] + _mine
 # Tests and retargeted copies point the harness at another goals file with this variable.
 GOALS_ENV = "AUTO_OPTIM_GOALS"
 MIN_RUNS = 5  # timed calls at least: fewer give no meaningful median or spread
+
+
+def seconds(text: str) -> float:
+    """argparse's type for a time limit: a finite number of seconds above 0 (nan or inf would
+    reach a socket's timeout and stop the harness with a traceback)."""
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(text)
+    return value
 
 
 class SetupError(Exception):

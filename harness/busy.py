@@ -3,7 +3,8 @@
 The stop rule asks whether the device is busy through a whole call. A profile taken inside the
 worker cannot answer that honestly: the worker is the candidate, and a candidate can forge its own
 profile. So the harness samples NVML's GPU utilisation (the share of the driver's last sample
-period in which a kernel ran, a figure no process on the machine can write) on a thread while
+period in which a kernel ran: no process can write the figure, though any can keep a kernel
+running to raise it) on a thread while
 the timed calls run, and keeps the readings whose whole period lies inside a call. NVML is the
 driver's own library (libnvidia-ml.so.1, shipped with every NVIDIA driver), reached through ctypes.
 On a CPU, or where NVML does not answer, there is no figure (None), and the stop rule says so.

@@ -51,8 +51,8 @@ class Channel:
         line, self._buf = self._buf.split(b"\n", 1)
         try:
             msg = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ChannelClosed("a message that is not JSON") from None
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep, a 5000-digit number
+            raise ChannelClosed("a message that is not JSON the harness can read") from None
         if not isinstance(msg, dict):
             raise ChannelClosed("a message that is not a JSON object")
         return msg

@@ -180,10 +180,11 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
             claimed_busy: float | None = None) -> tuple[bool, list[str]]:
     """(stop?, the reasons it may not stop yet); every unmet or unknown condition is a reason.
 
-    `busy` is the harness's own figure (NVML sampled during the timed calls, harness/busy.py).
-    `outside` and the FLOP count under the floor come from the candidate's profile, counted in its
-    worker: a claim, which the candidate could forge. They can only add reasons not to stop; no
-    STOP without the harness's busy figure, so a forged profile cannot end the loop alone."""
+    `busy` is the harness's own figure (NVML sampled during the timed calls, harness/busy.py): no
+    process can write it, though any can keep the device busy. `outside` and the FLOP count under
+    the floor come from the candidate's profile, counted in its worker: claims it could forge. No
+    STOP without the harness's busy figure, so a forged profile alone cannot end the loop; and a
+    STOP is printed as resting on those claims, for a person to confirm (harness/floor.py main)."""
     why = []
     if attempts < rule["plateau_attempts"]:
         why.append(f"{C.plural(attempts, 'attempt')} since the best row; the plateau needs {rule['plateau_attempts']}")
@@ -250,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
             gpu = C.env_info(device)["gpu"]
             stop, why, exp = verdict_for_rows(R.read_rows(), goals, preset, gpu, load_peak(gpu), adapter,
                                               C.root() / "records")
-            C.emit([f"stop rule on {gpu} [{preset}], best row {exp}: " + ("STOP" if stop else "not yet")]
+            verdict_text = ("STOP (on the candidate's own FLOP count and profile, with the harness's busy sample: "
+                            "a person confirms before the loop ends)" if stop else "not yet")
+            C.emit([f"stop rule on {gpu} [{preset}], best row {exp}: {verdict_text}"]
                    + [f"  - {w}" for w in why], {"stop": stop, "best": exp, "reasons": why})
             return 0
         peak, made = ensure_peak(device, adapter, a.force)

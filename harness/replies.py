@@ -43,6 +43,8 @@ def _number(msg: dict[str, Any], key: str, *, optional: bool = False, integer: b
     value = msg.get(key)
     if value is None and optional:
         return None
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2 ** 53:
+        raise Malformed(f"'{key}' is an integer of {len(str(value))} digits")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise Malformed(f"'{key}' is {one_line(repr(value), 60)}, not a finite number >= 0")
     if integer and value != int(value):
@@ -60,9 +62,14 @@ def _text(msg: dict[str, Any], key: str) -> str | None:
 
 
 def _inert(value: Any, depth: int = 0) -> Any:
-    """A JSON value with every string made one short line; nesting past 3 levels becomes text."""
-    if value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
+    """A JSON value with every string made one short line; nesting past 3 levels, and numbers no
+    float can hold, become text."""
+    if value is None or isinstance(value, bool) or (isinstance(value, int) and abs(value) <= 2 ** 53):
         return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    if isinstance(value, int):
+        return f"an integer of {len(str(value))} digits"
     if isinstance(value, str) or depth >= 3 or not isinstance(value, (dict, list)):
         return one_line(value if isinstance(value, str) else json.dumps(value, default=str), 200)
     if isinstance(value, list):

@@ -666,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path, help="default: goals.json's candidate (optimize.py); never modified")
     p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--timeout", type=float, help="seconds allowed for the build and for each call")
+    p.add_argument("--timeout", type=C.seconds, help="seconds allowed for the build and for each call")
     p.add_argument("--no-profile", action="store_true", help="skip profiling a keeper")
     p.add_argument("--unsandboxed", action="store_true",
                    help="run the candidate without a sandbox where none can be had (the row says so)")

@@ -1,6 +1,6 @@
 """The worker's boundary: the candidate runs in namespaces of its own, made by bubblewrap.
 
-    argv = sandbox.wrap(["python", "-m", "harness.worker", "3"], view)   # then Popen(argv, pass_fds=...)
+    argv, fds = sandbox.wrap(["python", "-m", "harness.worker", "3", "4", "5"], view)  # Popen(argv, pass_fds=[3, 4, 5, *fds])
 
 bubblewrap (`bwrap`, a Debian/Ubuntu/Fedora package, the tool Flatpak and Claude Code's own
 sandbox use) starts the worker in new user, PID, network, IPC, UTS and mount namespaces, with
@@ -11,14 +11,16 @@ the harness's. What follows for the candidate:
   command line would show how it was started). The harness has no PID there (getppid() is 0), so
   no signal, ptrace, scheduler, priority, affinity or rlimit call can reach it; when the worker
   exits the kernel kills every process in the namespace, however many it forked.
-- Network: a loopback of its own and nothing else; no TCP, UDP or abstract socket reaches the host.
+- Network: a loopback of its own and nothing else; no TCP, UDP or abstract socket reaches the host,
+  and a seccomp filter (harness/seccomp.py) refuses it any Unix socket, which could otherwise
+  reach a service listening at a path on the host.
 - Mount: the filesystem read-only; the project folders (the repository and the target's folder)
   replaced by empty ones into which only what the worker needs is put back, read-only: the
   harness package, the target's adapter package, the goals file, the target's assets minus the
   hidden ones (inputs, references, pool) and the candidate's own folder. So records/, runs/,
   results.tsv, .git, profiles and the locks are not there at all. /tmp is a fresh tmpfs of
-  limited size, its only writable place, gone when it exits: nothing survives into the next
-  experiment.
+  limited size (and /dev a fresh one of bwrap's), its only writable places, gone when it exits:
+  nothing survives into the next experiment.
 - User: uid 0 inside maps to the harness's uid outside, with no capability over anything outside.
 
 Landlock (harness/landlock.py), applied by the worker itself before any candidate code runs, is
@@ -33,6 +35,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness import seccomp
 
 SCRATCH = "/tmp"            # the worker's only writable folder, a tmpfs inside the sandbox
 SCRATCH_BYTES = 4 << 30     # its size limit (memory: a tmpfs): compiler caches and temporaries, not a disk
@@ -70,7 +74,8 @@ def available() -> str | None:
     exe = bwrap()
     if exe is None:
         return NOT_INSTALLED
-    probe = subprocess.run([exe, *NAMESPACES, "--die-with-parent", "--ro-bind", "/", "/", "--", "true"],
+    probe = subprocess.run([exe, *NAMESPACES, "--disable-userns", "--cap-drop", "ALL", "--die-with-parent",
+                            "--as-pid-1", "--ro-bind", "/", "/", "--size", "1048576", "--tmpfs", SCRATCH, "--", "true"],
                            capture_output=True, text=True, timeout=30)
     if probe.returncode != 0:
         why = (probe.stderr.strip().splitlines() or ["exit code %d" % probe.returncode])[-1]
@@ -81,7 +86,8 @@ def available() -> str | None:
 def describe(landlock_abi: int) -> str:
     """What a row records about the sandbox its worker ran in."""
     inner = f"landlock-abi{landlock_abi}" if landlock_abi > 0 else "no landlock"
-    return f"bwrap (user, pid, net, ipc, mount namespaces) + {inner}"
+    walls = f"{inner}" + (" + seccomp (no unix sockets)" if seccomp.program() is not None else "")
+    return f"bwrap (user, pid, net, ipc, uts, mount namespaces) + {walls}"
 
 
 def _under(path: Path, top: Path) -> bool:
@@ -102,14 +108,29 @@ def _put_back(dest: Path, hidden: set[Path]) -> list[str]:
     return args
 
 
-def wrap(argv: list[str], view: View) -> list[str]:
-    """The command line that runs `argv` in the sandbox (file descriptors pass through as they are)."""
+def _filter_fd() -> int | None:
+    """A pipe's read end holding the seccomp program (harness/seccomp.py), for bwrap to load."""
+    prog = seccomp.program()
+    if prog is None:
+        return None
+    read, write = os.pipe()
+    os.write(write, prog)
+    os.close(write)
+    return read
+
+
+def wrap(argv: list[str], view: View) -> tuple[list[str], list[int]]:
+    """The command line that runs `argv` in the sandbox, and the descriptors it needs inherited
+    besides the caller's own (which pass through as they are); the caller closes those after the start."""
     exe = bwrap()
     if exe is None:
         raise Unavailable(NOT_INSTALLED)
     hidden = {Path(os.path.realpath(h)) for h in view.hidden}
     args = [exe, *NAMESPACES, "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--as-pid-1",
             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    fd = _filter_fd()
+    if fd is not None:
+        args += ["--seccomp", str(fd)]
     for dev in DEVICES + tuple(str(p) for p in sorted(Path("/dev").glob("nvidia[0-9]*"))):
         args += ["--dev-bind-try", dev, dev]
     args += ["--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH]
@@ -120,11 +141,13 @@ def wrap(argv: list[str], view: View) -> list[str]:
     for dest in sorted({Path(os.path.abspath(v)) for v in view.visible}, key=lambda p: len(p.parts)):
         if any(_under(dest, top) for top in empty) and dest not in empty:
             args += _put_back(dest, hidden)
+    covered = []
     for h in sorted(hidden):  # a hidden path elsewhere on the host: covered by an empty one
         if h.exists() and not any(_under(h, top) for top in empty):
             args += ["--tmpfs", str(h)] if h.is_dir() else ["--ro-bind", "/dev/null", str(h)]
-    for top in masked:
+            covered += [h] if h.is_dir() else []
+    for top in [*masked, *covered]:
         args += ["--remount-ro", str(top)]
     if view.chdir is not None:
         args += ["--chdir", str(view.chdir)]
-    return [*args, "--", *argv]
+    return [*args, "--", *argv], [] if fd is None else [fd]

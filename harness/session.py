@@ -63,8 +63,9 @@ DEFAULT_TIMEOUTS = {"start_s": 600.0, "build_s": 1800.0, "call_s": 600.0}
 _rng = random.SystemRandom()
 # What of the harness's environment the worker gets: what its libraries read (and the variables
 # goals.json "worker_env" names, which its model reads), and nothing else.
-WORKER_ENV = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH", "CC", "CXX"}
-WORKER_ENV_PREFIXES = ("LC_", "CUDA_", "CUDNN_", "CUBLAS", "NVIDIA_", "NCCL_", "TORCH", "PYTORCH_", "TRITON_",
+WORKER_ENV = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH", "CC", "CXX",
+              "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
+WORKER_ENV_PREFIXES = ("LC_", "CUDA_", "CUDNN_", "CUBLAS", "NCCL_", "TORCH", "PYTORCH_", "TRITON_",
                        "OMP_", "MKL_", "OPENBLAS_", "KMP_")
 
 
@@ -104,11 +105,13 @@ class WorkerProcess:
         parent, child = socket.socketpair()
         fds = [child.fileno(), *buffer_fds]  # the worker moves them to 3, 4, 5 (worker.settle_fds)
         argv = [sys.executable, "-m", "harness.worker", *map(str, fds)]
+        argv, extra = sandbox.wrap(argv, view) if view else (argv, [])
         self.proc = subprocess.Popen(
-            sandbox.wrap(argv, view) if view else argv, cwd=HARNESS.parent, env=env,
-            pass_fds=fds, start_new_session=True,
+            argv, cwd=HARNESS.parent, env=env, pass_fds=[*fds, *extra], start_new_session=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         child.close()
+        for fd in extra:
+            os.close(fd)
         self.tail = Tail(self.proc.stdout)
         self.chan = Channel(parent)
         try:
@@ -138,7 +141,9 @@ class WorkerProcess:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return f"worker stopped talking ({why})"
-        how = f"killed by signal {-code}" + (" (out of memory?)" if code == -9 else "") if code < 0 else f"exited with code {code}"
+        signal_nr = -code if code < 0 else code - 128 if code > 128 else 0  # bwrap reports a signal as 128 + n
+        how = f"killed by signal {signal_nr}" + (" (out of memory?)" if signal_nr == 9 else "") if signal_nr \
+            else f"exited with code {code}"
         last = " | ".join(self.tail.last(3))
         return f"worker {how}" + (f": {last}" if last else "")
 
@@ -377,16 +382,16 @@ class Session:
             example = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), self.device)
             self.inp.tensor.copy_(example.to(self.bench_x.dtype))
             C.sync(self.device)
-            t0 = time.perf_counter()
-            built = self.worker.request("build", self.timeouts["build_s"])
-            facts["build_s"] = time.perf_counter() - t0
-            facts["info"] = self._checked("build", lambda r: replies.info(r.get("info")), built)
-            if calls is not None:
-                self.warmup, self.runs = 1, max(calls - 1, 1)
-                facts.update(runs=self.runs, warmup_runs=1)
-            plan = self._plan(self.warmup + self.runs)
-            times = []
-            with BusySampler(self.device) as busy:
+            with BusySampler(self.device) as busy:  # its thread starts before any candidate code runs
+                t0 = time.perf_counter()
+                built = self.worker.request("build", self.timeouts["build_s"])
+                facts["build_s"] = time.perf_counter() - t0
+                facts["info"] = self._checked("build", lambda r: replies.info(r.get("info")), built)
+                if calls is not None:
+                    self.warmup, self.runs = 1, max(calls - 1, 1)
+                    facts.update(runs=self.runs, warmup_runs=1)
+                plan = self._plan(self.warmup + self.runs)
+                times = []
                 for k, which in enumerate(plan):
                     times.append(self._call("call", which, facts)[0])
                     if k >= self.warmup:
@@ -402,6 +407,10 @@ class Session:
             facts["passed"] = True
         except Failed as e:
             facts.update(status=e.status, reason=str(e))
+        except (ValueError, TypeError, OverflowError, RuntimeError, OSError) as e:
+            # Whatever the worker did that the checks above did not foresee is its crash, on record:
+            # never a harness traceback that leaves no row.
+            facts.update(status="crash", reason=replies.one_line(f"the harness could not go on: {type(e).__name__}: {e}"))
         facts.pop("want_frame")
         return facts
 

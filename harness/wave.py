@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpus", help="comma-separated GPU indices (default: every visible GPU)")
     p.add_argument("--preset")
     p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--timeout", type=float, help="seconds allowed for each member's build and each call")
+    p.add_argument("--timeout", type=C.seconds, help="seconds allowed for each member's build and each call")
     p.add_argument("--member-wall", type=float, default=MEMBER_WALL_S,
                    help="seconds a member's measuring process may run in all")
     p.add_argument("--no-profile", action="store_true", help="skip profiling would-be keepers")

@@ -188,6 +188,10 @@ def load_source(path: str, source: str, build_fn: str):
 def serve(chan: Channel) -> None:
     cfg = chan.recv()
     os.environ["AUTO_OPTIM_GOALS"] = cfg["goals_path"]
+    try:  # under memory pressure the kernel kills the worker first, never the harness (children inherit it)
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    except OSError:
+        pass
     abi = 0
     if cfg.get("landlock"):
         # Its own /proc entry too: the CUDA driver writes there when it starts (seen on an H100).

@@ -400,6 +400,39 @@ def test_no_udp_or_abstract_socket_out(at_toy: Path, tmp_path: Path) -> None:
     assert not got, f"the worker reached the test's listeners: {got} (it says {info(f).get('sent')})"
 
 
+# --- beyond the list: a Unix socket bound at a path on the host -----------------------------------
+
+def test_no_unix_socket_to_the_host(at_toy: Path, tmp_path: Path) -> None:
+    """dials_host_socket: a host service listening at a path (as a session bus or a container
+    runtime does) must hear nothing from the worker, whose view of that path is read-only."""
+    path = Path("/var/tmp") / f"auto-optim-test-{uuid.uuid4().hex[:12]}.sock"  # not under /tmp: the worker has its own
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    server.settimeout(0.2)
+    heard: list[bytes] = []
+
+    def listen() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not heard:
+            try:
+                conn, _ = server.accept()
+                heard.append(conn.recv(100) or b"(connected)")
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    try:
+        f = measure(cheater("dials_host_socket", tmp_path / "c", CHEAT_SOCKET=str(path)))
+    finally:
+        heard.append(b"") if not heard else None
+        thread.join(timeout=2)
+        server.close()
+        path.unlink(missing_ok=True)
+    assert f["passed"] and heard == [b""], f"the worker reached a host unix socket: {heard} {f['reason']}"
+
+
 # --- 9: the shared output buffer shrunk under the harness -----------------------------------------
 
 @pytest.mark.parametrize("which", ["output", "input"])
