@@ -11,9 +11,10 @@ the harness's. What follows for the candidate:
   command line would show how it was started). The harness has no PID there (getppid() is 0), so
   no signal, ptrace, scheduler, priority, affinity or rlimit call can reach it; when the worker
   exits the kernel kills every process in the namespace, however many it forked.
-- Network: a loopback of its own and nothing else; no TCP, UDP or abstract socket reaches the host,
-  and a seccomp filter (harness/seccomp.py) refuses it any Unix socket, which could otherwise
-  reach a service listening at a path on the host.
+- Network: a loopback of its own and nothing else; no TCP, UDP or abstract socket reaches the host.
+  A Unix socket at a path would (a read-only mount does not stop a connect), so /run is an empty
+  tmpfs and every socket the host has bound elsewhere is covered by /dev/null. A seccomp filter
+  (harness/seccomp.py) refuses io_uring and foreign system-call ABIs.
 - Mount: the filesystem read-only; the project folders (the repository and the target's folder)
   replaced by empty ones into which only what the worker needs is put back, read-only: the
   harness package, the target's adapter package, the goals file, the target's assets minus the
@@ -39,6 +40,7 @@ from pathlib import Path
 from harness import seccomp
 
 SCRATCH = "/tmp"            # the worker's only writable folder, a tmpfs inside the sandbox
+RUNTIME = "/run"            # where services keep their sockets (/var/run links here): an empty tmpfs
 SCRATCH_BYTES = 4 << 30     # its size limit (memory: a tmpfs): compiler caches and temporaries, not a disk
 NOT_INSTALLED = "bubblewrap is not installed (apt-get install bubblewrap)"
 NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
@@ -86,7 +88,7 @@ def available() -> str | None:
 def describe(landlock_abi: int) -> str:
     """What a row records about the sandbox its worker ran in."""
     inner = f"landlock-abi{landlock_abi}" if landlock_abi > 0 else "no landlock"
-    walls = f"{inner}" + (" + seccomp (no unix sockets)" if seccomp.program() is not None else "")
+    walls = f"{inner}" + (" + seccomp (no io_uring, no foreign ABIs)" if seccomp.program() is not None else "")
     return f"bwrap (user, pid, net, ipc, uts, mount namespaces) + {walls}"
 
 
@@ -106,6 +108,19 @@ def _put_back(dest: Path, hidden: set[Path]) -> list[str]:
     for entry in sorted(real.iterdir()):
         args += _put_back(dest / entry.name, hidden)
     return args
+
+
+def host_sockets() -> list[Path]:
+    """The Unix sockets bound at a path on this host (/proc/net/unix of the harness's network
+    namespace, the host's). A read-only mount does not stop a connect to one, and behind it a
+    service (a session bus, a container runtime, an SSH agent) may run commands outside every
+    namespace: the worker's view covers each with /dev/null."""
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    paths = {line.split(None, 7)[7] for line in lines if len(line.split(None, 7)) == 8}
+    return sorted(Path(p) for p in paths if p.startswith("/") and os.path.exists(p))
 
 
 def _filter_fd() -> int | None:
@@ -133,11 +148,11 @@ def wrap(argv: list[str], view: View) -> tuple[list[str], list[int]]:
         args += ["--seccomp", str(fd)]
     for dev in DEVICES + tuple(str(p) for p in sorted(Path("/dev").glob("nvidia[0-9]*"))):
         args += ["--dev-bind-try", dev, dev]
-    args += ["--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH]
+    args += ["--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH, "--tmpfs", RUNTIME]
     masked = sorted({Path(os.path.abspath(m)) for m in view.masked}, key=lambda p: len(p.parts))
     for top in masked:
         args += ["--tmpfs", str(top)]
-    empty = [*masked, Path(SCRATCH)]
+    empty = [*masked, Path(SCRATCH), Path(RUNTIME)]
     for dest in sorted({Path(os.path.abspath(v)) for v in view.visible}, key=lambda p: len(p.parts)):
         if any(_under(dest, top) for top in empty) and dest not in empty:
             args += _put_back(dest, hidden)
@@ -146,7 +161,10 @@ def wrap(argv: list[str], view: View) -> tuple[list[str], list[int]]:
         if h.exists() and not any(_under(h, top) for top in empty):
             args += ["--tmpfs", str(h)] if h.is_dir() else ["--ro-bind", "/dev/null", str(h)]
             covered += [h] if h.is_dir() else []
-    for top in [*masked, *covered]:
+    for sock in host_sockets():
+        if not any(_under(sock, top) for top in empty):
+            args += ["--ro-bind-try", "/dev/null", str(sock)]
+    for top in [*masked, *covered, Path(RUNTIME)]:
         args += ["--remount-ro", str(top)]
     if view.chdir is not None:
         args += ["--chdir", str(view.chdir)]

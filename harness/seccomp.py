@@ -1,12 +1,10 @@
-"""A seccomp filter for the worker: the one gap its namespaces and Landlock leave, Unix sockets.
+"""A seccomp filter for the worker: no io_uring, no system calls of another architecture.
 
-A Unix socket bound at a path on the host (a session bus, a container runtime's socket, an SSH
-agent) can be connected to through a read-only mount and across a network namespace, and Landlock
-does not govern connecting to one. Behind such a socket a service may run commands outside every
-namespace. So the worker may not make a Unix socket at all (socket(AF_UNIX, ...) fails with
-EACCES; the channel to the harness is inherited, already made), nor use io_uring (which can make
-and connect sockets without the socket system call), nor system calls of another architecture (the
-32-bit and x32 ABIs have socket calls of their own numbers).
+Both are ways around the rest of the sandbox's rules: io_uring performs file and socket operations
+without the system calls a filter or an audit sees, and the 32-bit and x32 ABIs of an x86-64
+kernel have socket calls of their own numbers. The worker needs neither. (Unix sockets at host
+paths are kept out by the mount view, harness/sandbox.py: the CUDA driver itself makes Unix
+sockets, so socket(AF_UNIX) cannot be refused; seen on an H100, error 304 at cuInit.)
 
 bubblewrap loads the program (`--seccomp FD`): classic BPF over struct seccomp_data, built here
 as bytes. Returns None on an architecture it does not know; the sandbox then runs without it.
@@ -22,11 +20,10 @@ _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
 _X32_BIT = 0x40000000
-_AF_UNIX = 1
-# struct seccomp_data: nr at 0, arch at 4, args[0] (its low 32 bits, little-endian) at 16.
-_NR, _ARCH, _ARG0 = 0, 4, 16
-# (AUDIT_ARCH_*, socket, io_uring_setup) by machine.
-_ARCHES = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
+# struct seccomp_data: nr at 0, arch at 4.
+_NR, _ARCH = 0, 4
+# (AUDIT_ARCH_*, io_uring_setup) by machine.
+_ARCHES = {"x86_64": (0xC000003E, 425), "aarch64": (0xC00000B7, 425)}
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -38,19 +35,16 @@ def program(machine: str | None = None) -> bytes | None:
     arch = _ARCHES.get(machine or platform.machine())
     if arch is None:
         return None
-    audit, socket_nr, io_uring_nr = arch
-    deny = _op(_RET_K, _ERRNO | errno.EACCES)
+    audit, io_uring_nr = arch
+    deny = _op(_RET_K, _ERRNO | errno.EPERM)
     allow = _op(_RET_K, _ALLOW)
     body = [
         _op(_LD_W_ABS, _ARCH),
         _op(_JEQ_K, audit, jt=1),          # a foreign architecture's call: refused
         deny,
         _op(_LD_W_ABS, _NR),
-        _op(_JGE_K, _X32_BIT, jt=5),       # x32: refused
-        _op(_JEQ_K, io_uring_nr, jt=4),    # io_uring: refused
-        _op(_JEQ_K, socket_nr, jf=2),      # not socket(): allowed
-        _op(_LD_W_ABS, _ARG0),
-        _op(_JEQ_K, _AF_UNIX, jt=1),       # socket(AF_UNIX, ...): refused
+        _op(_JGE_K, _X32_BIT, jt=2),       # x32: refused
+        _op(_JEQ_K, io_uring_nr, jt=1),    # io_uring: refused
         allow,
         deny,
     ]

@@ -1,7 +1,8 @@
 """Cheater: connects to a Unix socket bound at a path on the host (here the one the test listens
 at, named in its source; in the wild a session bus, a container runtime, an SSH agent), whose
 service could run commands outside every namespace. A read-only mount does not stop a connect, and
-Landlock does not govern it. Stopped by: the worker's seccomp filter refuses it any Unix socket."""
+Landlock does not govern it. Stopped by: the worker's view covers every socket the host has bound
+at a path with /dev/null, and /run is empty (harness/sandbox.py)."""
 
 import os
 import socket
