@@ -256,7 +256,12 @@ def main(argv: list[str] | None = None) -> int:
             C.emit([f"stop rule on {gpu} [{preset}], best row {exp}: {verdict_text}"]
                    + [f"  - {w}" for w in why], {"stop": stop, "best": exp, "reasons": why})
             return 0
-        peak, made = ensure_peak(device, adapter, a.force)
+        from harness.run_experiment import device_lock  # lazy: run_experiment imports this module
+
+        # A probe beside a measurement on the same GPU would store low rates for good (a floor
+        # too high, a stop too easy): it waits for the device as a measurement does.
+        with device_lock():
+            peak, made = ensure_peak(device, adapter, a.force)
     except C.SetupError as e:
         print(f"floor: {e}", file=sys.stderr)
         return 2

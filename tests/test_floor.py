@@ -4,11 +4,15 @@ on recorded H100 rows and on made-up ones."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from conftest import make_toy
 from harness import floor, records
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,3 +155,23 @@ def test_winograd_gemms_count_as_the_dominant_work() -> None:
     assert outside == pytest.approx(0.136, abs=0.001)
     stop, why = floor.verdict(RULE, 2.719, 2.168, 0.993, outside, attempts=8, largest=name)
     assert not stop and any("13.6% of kernel time is outside convolution + attention/matmul" in w for w in why), why
+
+
+def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
+    """The agent may run floor.py beside a measurement: on a machine not yet probed, its probe
+    waits for the device lock rather than measure low rates, stored for good, beside the other."""
+    ws = make_toy(tmp_path / "ws")
+    for f in (ws / "assets").glob("peak-*.json"):
+        f.unlink()
+    held = records.lock_file(ws / "runs" / "device_0.lock", wait=False)
+    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "CUDA_VISIBLE_DEVICES": ""}
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
+                           capture_output=True, timeout=20)
+    finally:
+        held.close()
+    assert not list((ws / "assets").glob("peak-*.json")), "it probed while the device was held"
+    r = subprocess.run([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and list((ws / "assets").glob("peak-*.json")), r.stderr[-1000:]
