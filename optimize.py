@@ -28,8 +28,10 @@ This version: a re-implementation of the streaming decode for speed, same semant
 - Nearest 2x upsample followed by a 3x3 conv is computed as four 2x2 convs on the small image
   (one conv with 4x the output channels), 2.25x fewer FLOPs; the pixel shuffle, bias and the
   duplicating-up shortcut are one fused kernel.
-- The residual blocks' 3x3x3 convs with 512 or more channels as Winograd F(4x4, 3x3): Triton
-  transforms around fp16 cuBLAS GEMMs, 4x fewer multiply-adds (see below).
+- The residual blocks' 3x3x3 convs (256 or more channels: all of them) as Winograd F(4x4, 3x3):
+  Triton transforms around fp16 cuBLAS GEMMs, 4x fewer multiply-adds (see below).
+- From the last upsample on (the widest activations: 352x640 at 720p), a pass goes 6 video frames
+  at a time instead of 12, which halves the memory those stages hold.
 - The first chunk's causal convs see only zero history: a 2D conv with the last time tap.
 - The last residual sum before the head is never stored: the head reads only its normed copy.
 - The Triton kernels are not specialized on their integer arguments (row counts, sizes), so the
@@ -53,6 +55,7 @@ from torch import Tensor
 
 CL = torch.channels_last_3d
 LATENT_FRAMES_PER_PASS = 3
+FRAMES_PER_PIECE = 6  # video frames a piece from the last upsample on: half a pass (4 x 3 frames)
 HISTORY = 2
 
 
@@ -467,14 +470,14 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
 # direct conv. The transforms move 2.25x the activation bytes (x3 for V's time-tap copies), so it
 # pays only where channels are wide (profiles/probe_winograd.md, ms a conv, cuDNN / F(2x2) / F(4x4):
 # 1024 at 88x160 6.09 / 4.55 / 2.72; 512 at 176x320 13.25 / 12.37 / 7.48; 256 at 352x640 12.48 /
-# 22.46 / 12.87, which stays on cuDNN).
+# 22.46 / 12.87 with M in fp32, 12.82 / - / 10.71 with M in fp16, as below).
 # The GEMM operands are fp16 and U comes from the fp32 weights: bf16 operands would cost 10x the
 # error (scripts/probe_winograd_error.py: F(4x4) fp16 3.4e-3 relative, 1.4x cuDNN's bf16 conv;
 # bf16 2.4e-2). U is scaled by a power of two into fp16's normal range; the output transform
 # undoes it exactly. The GEMM accumulates in fp32 and writes M in fp16: half the bytes of an fp32 M
 # through its epilogue and the output transform, at 4.0e-3 relative error instead of 3.4e-3
 # (emulated; bf16 M 1.7e-2).
-WINOGRAD_MIN_CHANNELS = 512  # input and output channels; narrower convs stay on cuDNN
+WINOGRAD_MIN_CHANNELS = 256  # input and output channels; narrower convs stay on cuDNN
 WINOGRAD_BYTES = 4 << 30  # the transform buffers of one GEMM; longer passes go a few frames at a time
 WINOGRAD_BLOCKS = {"input": (8, 64, 4), "output": (8, 64, 4)}  # tiles, channels, warps a program (probed)
 _G = ((1 / 4, 0.0, 0.0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6),
@@ -499,15 +502,20 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
     out = torch.empty(n, co, t, h, w, device=buf.device, dtype=buf.dtype, memory_format=CL)
     frame_bytes = 36 * tiles * (3 * c + co) * u.element_size()  # V and M for one output frame
     step = max(1, min(t, WINOGRAD_BYTES // frame_bytes))
+    # One V and one M a conv, reused by every step (a shorter last step uses their dense prefix):
+    # a new pair a step would keep two alive while the next is allocated.
+    v_flat = torch.empty(36 * step * tiles * 3 * c, device=buf.device, dtype=u.dtype)
+    m_flat = torch.empty(36 * step * tiles * co, device=buf.device, dtype=u.dtype)
     (in_p, in_c, in_warps), (out_p, out_c, out_warps) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
     for b in range(n):
         for t0 in range(0, t, step):
             f = min(step, t - t0)
             d = buf[b, :, t0:t0 + f + HISTORY].permute(1, 2, 3, 0)  # frames, H, W, C: dense rows
-            v = torch.empty(36, f * tiles, 3 * c, device=buf.device, dtype=u.dtype)
+            v = v_flat[:36 * f * tiles * 3 * c].view(36, f * tiles, 3 * c)
+            m = m_flat[:36 * f * tiles * co].view(36, f * tiles, co)
             _input_transform[(triton.cdiv(tiles, in_p), f + HISTORY, c // in_c)](
                 d, v, tiles_w, tiles, h, w, f, C=c, BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_warps)
-            m = torch.bmm(v, u) if v.is_cuda else torch.bmm(v.float(), u.float())
+            torch.bmm(v, u, out=m)
             o = out[b, :, t0:t0 + f].permute(1, 2, 3, 0)
             _output_transform[(triton.cdiv(f * tiles, out_p), co // out_c)](
                 m, o, tiles_w, tiles, f * tiles, h, w, inv_scale, CO=co, BLOCK_P=out_p, BLOCK_C=out_c,
@@ -623,6 +631,8 @@ class FastDecoder:
         self.mean = vae.latent_mean.float().view(1, -1, 1, 1, 1)
         self.std = vae.latent_std.float().view(1, -1, 1, 1, 1)
         self.consumers = _norm_consumers(vae)
+        self.last_upsample = max(i for i, stage in enumerate(vae.decoder.upsamples)
+                                 if not hasattr(stage.upsamples[-1], "residual"))
 
     def input_buffer(self, name: str, n: int, t: int, h: int, w: int) -> Tensor:
         """Conv `name`'s input buffer [two history frames | t new frames], the history filled in."""
@@ -713,36 +723,56 @@ class FastDecoder:
         o = o.view(n, t, h, w, c).permute(0, 4, 1, 2, 3)
         return (x + o).contiguous(memory_format=CL)
 
-    def up_block(self, i: int, x: Tensor, first_chunk: bool) -> Tensor:
-        prefix = f"decoder.upsamples.{i}"
-        blk = self.vae.get_submodule(prefix)
-        y = x
-        for j, layer in enumerate(blk.upsamples):
-            name = f"{prefix}.upsamples.{j}"
+    def residuals(self, i: int, x: Tensor) -> Tensor:
+        """Up stage i's residual blocks."""
+        prefix = f"decoder.upsamples.{i}.upsamples"
+        for j, layer in enumerate(self.vae.get_submodule(prefix)):
             if hasattr(layer, "residual"):
-                y = self.res_block(name, y)
-                continue
-            factor_t = 1
-            if layer.mode == "upsample3d":
-                factor_t = 2
-                if self.chunk_index > 0:  # the first chunk is not doubled in time (upstream)
-                    y = self.causal(f"{name}.time_conv", y, pad_hw=0)
-                    y = frames_from_channels(y, self.w.bias[f"{name}.time_conv"])
-            o = F.conv3d(y, self.w.conv[f"{name}.resample.1"], None, padding=(0, 1, 1))
-            n, _, t, h1, w1 = o.shape
-            norm = self.prefill_consumer_input(name, n, t, 2 * (h1 - 1), 2 * (w1 - 1))
-            return subpixel_merge(o, self.w.bias[f"{name}.resample.1"], x, factor_t, first_chunk, norm)
-        return y
+                x = self.res_block(f"{prefix}.{j}", x)
+        return x
 
-    def decode_chunk(self, x: Tensor) -> Tensor:
+    def upsample(self, i: int, y: Tensor, x: Tensor, first_chunk: bool) -> Tensor:
+        """Up stage i's resample of y (its residuals' output) plus the shortcut from x (the stage's
+        input); y itself where the stage has none."""
+        prefix = f"decoder.upsamples.{i}.upsamples"
+        layer = self.vae.get_submodule(prefix)[-1]
+        if hasattr(layer, "residual"):
+            return y
+        name = f"{prefix}.{len(self.vae.get_submodule(prefix)) - 1}"
+        factor_t = 1
+        if layer.mode == "upsample3d":
+            factor_t = 2
+            if self.chunk_index > 0:  # the first chunk is not doubled in time (upstream)
+                y = self.causal(f"{name}.time_conv", y, pad_hw=0)
+                y = frames_from_channels(y, self.w.bias[f"{name}.time_conv"])
+        o = F.conv3d(y, self.w.conv[f"{name}.resample.1"], None, padding=(0, 1, 1))
+        n, _, t, h1, w1 = o.shape
+        norm = self.prefill_consumer_input(name, n, t, 2 * (h1 - 1), 2 * (w1 - 1))
+        return subpixel_merge(o, self.w.bias[f"{name}.resample.1"], x, factor_t, first_chunk, norm)
+
+    def decode_chunk(self, x: Tensor, out: Tensor, frame: int) -> int:
+        """Decode latent frames x into out's frames from `frame` on; returns how many were written."""
         first = self.chunk_index == 0
         x = self.causal("decoder.conv1", x)
         x = self.res_block("decoder.middle.0", self._add_bias(x, "decoder.conv1"))
         x = self.attention("decoder.middle.1", x)
         x = self.res_block("decoder.middle.2", x)
-        for i in range(len(self.vae.decoder.upsamples)):
-            x = self.up_block(i, x, first)
-        return self.head_taps(x)
+        last = self.last_upsample
+        for i in range(last):
+            x = self.upsample(i, self.residuals(i, x), x, first)
+        y = self.residuals(last, x)
+        # The last upsample and everything after it go a few frames at a time: their activations
+        # are the widest (at 720p a 12-frame pass would hold ~9 GB of them at once), and every
+        # layer from here on is per frame but for the causal convs' history, which carries over.
+        for y_part, x_part in zip(y.split(FRAMES_PER_PIECE, 2), x.split(FRAMES_PER_PIECE, 2)):
+            z = self.upsample(last, y_part, x_part, first)
+            for i in range(last + 1, len(self.vae.decoder.upsamples)):
+                z = self.upsample(i, self.residuals(i, z), z, first)
+            taps = self.head_taps(z)
+            frames = taps.shape[1] - HISTORY
+            finish(taps, self.w.bias["decoder.head.2"], out[:, :, frame:frame + frames])
+            frame += frames
+        return frame
 
     def _add_bias(self, x: Tensor, name: str) -> Tensor:
         return (x.float() + self.w.bias[name].view(1, -1, 1, 1, 1)).to(self.dtype).contiguous(memory_format=CL)
@@ -761,10 +791,7 @@ class FastDecoder:
         frame = 0
         for self.chunk_index, s in enumerate(starts):
             e = 1 if s == 0 else min(s + self.frames_per_pass, t)
-            taps = self.decode_chunk(x[:, :, s:e])
-            frames = taps.shape[1] - HISTORY
-            finish(taps, self.w.bias["decoder.head.2"], out[:, :, frame:frame + frames])
-            frame += frames
+            frame = self.decode_chunk(x[:, :, s:e], out, frame)
         self.hist, self.filled = {}, {}  # nothing survives between calls
         return out
 
