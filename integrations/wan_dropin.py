@@ -19,9 +19,9 @@ latents_mean/std first) and returns `DecoderOutput(sample=...)` or a 1-tuple, cl
 latent's dtype. diffusers' tiling is not reproduced: the patched decode is always the full
 streaming decode (the same numbers the untiled decode gives).
 
-Our `model.WanVAE` is built from the pipeline's own weights: the weights `decode` reads are
-copied (optimize.py may convert or fuse them in place; the pipeline's module stays intact), the
-encoder's are shared. `optimize.build_decoder` runs lazily, once per latent shape and device.
+Our `model.WanVAE` is built from the pipeline's own weights, shared where they are fp32 on the
+device already (copied to fp32 otherwise); optimize.py must not write them, and the first call
+raises if it did. `optimize.build_decoder` runs lazily, once per latent shape and device.
 If the optimized path fails on CPU (a CUDA-only kernel, torch.compile without a compiler), the
 frozen model's own decode is used instead and a warning is logged once. On CUDA failures raise.
 
@@ -55,20 +55,21 @@ _warned_fallback = False
 
 
 def _build_our_vae(state: dict[str, Tensor], device: torch.device, **config: Any) -> WanVAE:
-    """Our frozen WanVAE holding `state`: decode-path weights copied to fp32, encoder shared."""
+    """Our frozen WanVAE holding `state` in fp32. Tensors already fp32 on `device` are shared, not
+    copied (a copy of the decoder's would cost 2.2 GB at full width); OptimizedDecoder checks that
+    optimize.py never writes them."""
     with torch.device("meta"):
         vae = WanVAE(**config)
-    ours = {}
-    for key, value in state.items():
-        value = value.detach()
-        if key.startswith("encoder.") or key.startswith("conv1."):
-            ours[key] = value.to(device=device, dtype=torch.float32)  # no copy when already fp32 there
-        else:
-            ours[key] = value.to(device=device, dtype=torch.float32, copy=True)
+    ours = {key: value.detach().to(device=device, dtype=torch.float32) for key, value in state.items()}
     vae.load_state_dict(ours, strict=True, assign=True)
     vae.latent_mean = torch.tensor(LATENT_MEAN, device=device)
     vae.latent_std = torch.tensor(LATENT_STD, device=device)
     return vae.eval().requires_grad_(False)
+
+
+def _versions(module: nn.Module) -> list[int]:
+    """Every parameter's version counter: an in-place write (even under no_grad) bumps it."""
+    return [p._version for p in module.parameters()]
 
 
 class OptimizedDecoder:
@@ -105,6 +106,7 @@ class OptimizedDecoder:
             fn = self._fns.get(key)
             if fn is not None:
                 return fn(z)
+            versions = _versions(self.vae)
             try:
                 # A copy as the example: build_decoder may run warm-up calls on it.
                 fn, info = self._build_fn()(self.vae, z.clone())
@@ -115,6 +117,9 @@ class OptimizedDecoder:
                 _warn_fallback(e)
                 fn, info = self.vae.decode, {"fallback": f"{type(e).__name__}: {e}"}
                 out = fn(z)
+            if _versions(self.vae) != versions:  # the weights may be the pipeline's own tensors
+                raise RuntimeError("optimize.py wrote the VAE's weights in place (the pipeline's own "
+                                   "tensors where they were fp32 already); reload the pipeline's VAE")
             self._fns[key], self.infos[key] = fn, info
             return out
 
@@ -154,7 +159,7 @@ def patch_wan22_vae(wan_vae: Any, candidate: Path | None = None) -> Any:
         if not isinstance(zs, list):
             logging.info("zs should be a list")  # upstream logs this and returns None
             return None
-        return [decoder(u.unsqueeze(0)).float().clamp(-1, 1).squeeze(0) for u in zs]
+        return [decoder(u.unsqueeze(0)).float().clamp_(-1, 1).squeeze(0) for u in zs]
 
     setattr(wan_vae, _PATCH_ATTR, wan_vae.decode)
     wan_vae.decode = decode
@@ -257,7 +262,7 @@ def patch_diffusers_wan(autoencoder: Any, candidate: Path | None = None) -> Any:
         mean = vae.latent_mean.to(z.device).view(shape)
         std = vae.latent_std.to(z.device).view(shape)
         # diffusers decodes the raw latent; our decode un-normalizes first, so normalize here.
-        video = decoder((z.float() - mean) / std).clamp(-1, 1).to(z.dtype)
+        video = decoder((z.float() - mean) / std).clamp_(-1, 1).to(z.dtype)  # in place: no second video
         return DecoderOutput(sample=video) if return_dict else (video,)
 
     setattr(autoencoder, _PATCH_ATTR, autoencoder.decode)

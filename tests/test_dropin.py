@@ -136,6 +136,23 @@ def test_diffusers_patch_matches_unpatched(state, latent):
     wan_dropin.unpatch(vae)
 
 
+def test_weights_are_shared_and_a_decoder_that_writes_them_is_refused(state, latent):
+    """The patch holds no second copy of fp32 weights (2.2 GB at full width), so optimize.py must
+    not write them: the pipeline's own tensors would change. An in-place write is refused."""
+    vae = wan_dropin.patch_diffusers_wan(_diffusers_wan22(state))
+    ours = vae.optimized_decoder.vae
+    assert ours.decoder.conv1.weight.data_ptr() == vae.decoder.conv_in.weight.data_ptr()
+
+    def writes_in_place(model, example):
+        with torch.no_grad():
+            model.decoder.conv1.weight.mul_(1.0)  # same values: the state fixture stays as it was
+        return model.decode, {}
+
+    with pytest.raises(RuntimeError, match="in place"):
+        wan_dropin.OptimizedDecoder(ours, build=writes_in_place)(latent)
+    wan_dropin.unpatch(vae)
+
+
 def test_diffusers_config_must_be_wan22():
     with pytest.raises(ValueError, match="not a Wan 2.2"):
         wan_dropin.diffusers_config_to_ours({"is_residual": False, "patch_size": None,
