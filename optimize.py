@@ -30,8 +30,8 @@ This version: a re-implementation of the streaming decode for speed, same semant
   duplicating-up shortcut are one fused kernel.
 - The residual blocks' 3x3x3 convs (256 or more channels: all of them) as Winograd F(4x4, 3x3):
   Triton transforms around fp16 cuBLAS GEMMs, 4x fewer multiply-adds (see below).
-- From the last upsample on (the widest activations: 352x640 at 720p), a pass goes 6 video frames
-  at a time instead of 12, which halves the memory those stages hold.
+- From the last upsample on (the widest activations: 352x640 at 720p), a pass goes 4 video frames
+  at a time instead of 12: a third of the memory those stages hold.
 - The first chunk's causal convs see only zero history: a 2D conv with the last time tap.
 - The last residual sum before the head is never stored: the head reads only its normed copy.
 - The Triton kernels are not specialized on their integer arguments (row counts, sizes), so the
@@ -55,7 +55,7 @@ from torch import Tensor
 
 CL = torch.channels_last_3d
 LATENT_FRAMES_PER_PASS = 3
-FRAMES_PER_PIECE = 6  # video frames a piece from the last upsample on: half a pass (4 x 3 frames)
+FRAMES_PER_PIECE = 4  # video frames a piece from the last upsample on: a third of a pass (4 x 3)
 HISTORY = 2
 
 
@@ -261,31 +261,28 @@ if triton is not None:
 
 
     @triton.jit
-    def _store_slots(v_ptr, v, e, u, T, tiles, p, cb, C):
-        # Input frame u feeds output frame u - k through time tap k (k = 0..2): K columns k C + c.
-        v = v.to(v_ptr.dtype.element_ty)
-        for k in tl.static_range(3):
-            t_out = u - k
-            ok = p < tl.where((t_out >= 0) & (t_out < T), tiles, 0)  # a mask, not a branch: compiles faster
-            offs = ((e * T + t_out) * tiles + p).to(tl.int64)[:, None] * (3 * C) + (k * C + cb)[None, :]
-            tl.store(v_ptr + offs, v, mask=ok[:, None])
+    def _store_v(v_ptr, v, e, u, TB, tiles, p, pmask, cb, C):
+        # V[e, tile, input frame u, c]: a tile's frames side by side, so that the K = 3 C values of
+        # output frame t (input frames t, t + 1, t + 2) are one contiguous run.
+        offs = ((e * tiles + p).to(tl.int64) * TB + u)[:, None] * C + cb[None, :]
+        tl.store(v_ptr + offs, v.to(v_ptr.dtype.element_ty), mask=pmask[:, None])
 
 
     @triton.jit
-    def _store_row(v_ptr, r0, r1, r2, r3, r4, r5, a: tl.constexpr, u, T, tiles, p, cb, C):
+    def _store_row(v_ptr, r0, r1, r2, r3, r4, r5, a: tl.constexpr, u, TB, tiles, p, pmask, cb, C):
         # Row a of B^T d, transformed along the columns: transform points e = 6 a + b.
         v0, v1, v2, v3, v4, v5 = _bt(r0, r1, r2, r3, r4, r5)
-        _store_slots(v_ptr, v0, 6 * a + 0, u, T, tiles, p, cb, C)
-        _store_slots(v_ptr, v1, 6 * a + 1, u, T, tiles, p, cb, C)
-        _store_slots(v_ptr, v2, 6 * a + 2, u, T, tiles, p, cb, C)
-        _store_slots(v_ptr, v3, 6 * a + 3, u, T, tiles, p, cb, C)
-        _store_slots(v_ptr, v4, 6 * a + 4, u, T, tiles, p, cb, C)
-        _store_slots(v_ptr, v5, 6 * a + 5, u, T, tiles, p, cb, C)
+        _store_v(v_ptr, v0, 6 * a + 0, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v1, 6 * a + 1, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v2, 6 * a + 2, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v3, 6 * a + 3, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v4, 6 * a + 4, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v5, 6 * a + 5, u, TB, tiles, p, pmask, cb, C)
 
 
-    @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "T"])
-    def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, T, C, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-        # d: [T + 2, H, W, C]; v: [36, T, tiles, 3 C]. A program: BLOCK_P tiles of input frame u.
+    @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "TB"])
+    def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, TB, C, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+        # d: [TB, H, W, C]; v: [36, tiles, TB, C]. A program: BLOCK_P tiles of input frame u.
         u = tl.program_id(1)
         p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -299,12 +296,12 @@ if triton is not None:
         d0, d1, d2, d3, d4, d5 = _load_col(d_ptr, base, y, x, 3, H, W, cb, pmask, C)
         e0, e1, e2, e3, e4, e5 = _load_col(d_ptr, base, y, x, 4, H, W, cb, pmask, C)
         f0, f1, f2, f3, f4, f5 = _load_col(d_ptr, base, y, x, 5, H, W, cb, pmask, C)
-        _store_row(v_ptr, a0, b0, c0, d0, e0, f0, 0, u, T, tiles, p, cb, C)
-        _store_row(v_ptr, a1, b1, c1, d1, e1, f1, 1, u, T, tiles, p, cb, C)
-        _store_row(v_ptr, a2, b2, c2, d2, e2, f2, 2, u, T, tiles, p, cb, C)
-        _store_row(v_ptr, a3, b3, c3, d3, e3, f3, 3, u, T, tiles, p, cb, C)
-        _store_row(v_ptr, a4, b4, c4, d4, e4, f4, 4, u, T, tiles, p, cb, C)
-        _store_row(v_ptr, a5, b5, c5, d5, e5, f5, 5, u, T, tiles, p, cb, C)
+        _store_row(v_ptr, a0, b0, c0, d0, e0, f0, 0, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a1, b1, c1, d1, e1, f1, 1, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a2, b2, c2, d2, e2, f2, 2, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a3, b3, c3, d3, e3, f3, 3, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a4, b4, c4, d4, e4, f4, 4, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a5, b5, c5, d5, e5, f5, 5, u, TB, tiles, p, pmask, cb, C)
 
 
     @triton.jit
@@ -467,8 +464,11 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
 # Winograd F(4x4, 3x3): each 6x6 input patch (stride 4) becomes 36 values V = B^T d B, the output
 # tile's 4x4 pixels are A^T M A, and M[e] = Vcat[e] @ U[e] for the 36 transform points e is one
 # batched cuBLAS GEMM whose K runs over (time tap, input channel): 4x fewer multiply-adds than the
-# direct conv. The transforms move 2.25x the activation bytes (x3 for V's time-tap copies), so it
-# pays only where channels are wide (profiles/probe_winograd.md, ms a conv, cuDNN / F(2x2) / F(4x4):
+# direct conv. V is written once per input frame, laid out [e, tile, frame, C], so output frame
+# t's K = 3 C values (frames t, t + 1, t + 2) are one contiguous run and a GEMM an output frame
+# reads them in place (row stride (frames) x C); a K-major copy per time tap would write V three
+# times (e058: the input transform took 28% of the decode). The transforms move 2.25x the
+# activation bytes, so it pays only where channels are wide (profiles/probe_winograd.md, ms a conv, cuDNN / F(2x2) / F(4x4):
 # 1024 at 88x160 6.09 / 4.55 / 2.72; 512 at 176x320 13.25 / 12.37 / 7.48; 256 at 352x640 12.48 /
 # 22.46 / 12.87 with M in fp32, 12.82 / - / 10.71 with M in fp16, as below).
 # The GEMM operands are fp16 and U comes from the fp32 weights: bf16 operands would cost 10x the
@@ -478,7 +478,7 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
 # through its epilogue and the output transform, at 4.0e-3 relative error instead of 3.4e-3
 # (emulated; bf16 M 1.7e-2).
 WINOGRAD_MIN_CHANNELS = 256  # input and output channels; narrower convs stay on cuDNN
-WINOGRAD_BYTES = 4 << 30  # the transform buffers of one GEMM; longer passes go a few frames at a time
+WINOGRAD_BYTES = 4 << 30  # V of one step; longer passes go a few frames at a time
 WINOGRAD_BLOCKS = {"input": (8, 64, 4), "output": (8, 64, 4)}  # tiles, channels, warps a program (probed)
 _G = ((1 / 4, 0.0, 0.0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6),
       (1 / 24, -1 / 12, 1 / 6), (0.0, 0.0, 1.0))
@@ -500,26 +500,29 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
     tiles_w = (w + 3) // 4
     tiles = (h + 3) // 4 * tiles_w
     out = torch.empty(n, co, t, h, w, device=buf.device, dtype=buf.dtype, memory_format=CL)
-    frame_bytes = 36 * tiles * (3 * c + co) * u.element_size()  # V and M for one output frame
-    step = max(1, min(t, WINOGRAD_BYTES // frame_bytes))
-    # One V and one M a conv, reused by every step (a shorter last step uses their dense prefix):
-    # a new pair a step would keep two alive while the next is allocated.
-    v_flat = torch.empty(36 * step * tiles * 3 * c, device=buf.device, dtype=u.dtype)
-    m_flat = torch.empty(36 * step * tiles * co, device=buf.device, dtype=u.dtype)
+    # V holds a step's input frames, each transformed once; M one output frame.
+    frame_bytes = 36 * tiles * c * u.element_size()
+    step = max(1, min(t, WINOGRAD_BYTES // frame_bytes - HISTORY))
+    v_flat = torch.empty(36 * tiles * (step + HISTORY) * c, device=buf.device, dtype=u.dtype)
+    m = torch.empty(36, tiles, co, device=buf.device, dtype=u.dtype)
     (in_p, in_c, in_warps), (out_p, out_c, out_warps) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
     for b in range(n):
         for t0 in range(0, t, step):
             f = min(step, t - t0)
-            d = buf[b, :, t0:t0 + f + HISTORY].permute(1, 2, 3, 0)  # frames, H, W, C: dense rows
-            v = v_flat[:36 * f * tiles * 3 * c].view(36, f * tiles, 3 * c)
-            m = m_flat[:36 * f * tiles * co].view(36, f * tiles, co)
-            _input_transform[(triton.cdiv(tiles, in_p), f + HISTORY, c // in_c)](
-                d, v, tiles_w, tiles, h, w, f, C=c, BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_warps)
-            torch.bmm(v, u, out=m)
-            o = out[b, :, t0:t0 + f].permute(1, 2, 3, 0)
-            _output_transform[(triton.cdiv(f * tiles, out_p), co // out_c)](
-                m, o, tiles_w, tiles, f * tiles, h, w, inv_scale, CO=co, BLOCK_P=out_p, BLOCK_C=out_c,
-                num_warps=out_warps)
+            frames_in = f + HISTORY
+            d = buf[b, :, t0:t0 + frames_in].permute(1, 2, 3, 0)  # frames, H, W, C: dense rows
+            v = v_flat[:36 * tiles * frames_in * c].view(36, tiles, frames_in, c)
+            _input_transform[(triton.cdiv(tiles, in_p), frames_in, c // in_c)](
+                d, v, tiles_w, tiles, h, w, frames_in, C=c, BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_warps)
+            for j in range(f):
+                # Output frame t0 + j: row `tile` of A is V[e, tile, j:j + 3] flattened, 3 C values.
+                a = v.as_strided((36, tiles, 3 * c), (tiles * frames_in * c, frames_in * c, 1),
+                                 v.storage_offset() + j * c)
+                torch.bmm(a, u, out=m)
+                o = out[b, :, t0 + j].permute(1, 2, 0)  # H, W, Co: dense rows
+                _output_transform[(triton.cdiv(tiles, out_p), co // out_c)](
+                    m, o, tiles_w, tiles, tiles, h, w, inv_scale, CO=co, BLOCK_P=out_p, BLOCK_C=out_c,
+                    num_warps=out_warps)
     return out
 
 def precompile_winograd(dtype: torch.dtype, u: Tensor) -> threading.Thread:
@@ -762,7 +765,7 @@ class FastDecoder:
             x = self.upsample(i, self.residuals(i, x), x, first)
         y = self.residuals(last, x)
         # The last upsample and everything after it go a few frames at a time: their activations
-        # are the widest (at 720p a 12-frame pass would hold ~9 GB of them at once), and every
+        # are the widest (at 720p a 12-frame pass holds ~9 GB of them at once), and every
         # layer from here on is per frame but for the causal convs' history, which carries over.
         for y_part, x_part in zip(y.split(FRAMES_PER_PIECE, 2), x.split(FRAMES_PER_PIECE, 2)):
             z = self.upsample(last, y_part, x_part, first)
