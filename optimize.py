@@ -608,7 +608,8 @@ def _norm_consumers(vae) -> dict[str, tuple[str, str]]:
 
 class FastDecoder:
     def __init__(self, vae, dtype: torch.dtype, frames_per_pass: int,
-                 winograd_min_channels: int | None = WINOGRAD_MIN_CHANNELS) -> None:
+                 winograd_min_channels: int | None = WINOGRAD_MIN_CHANNELS,
+                 frames_per_piece: int = FRAMES_PER_PIECE) -> None:
         self.vae = vae
         self.w = _Weights(vae, dtype)
         self.w.last_tap = {name: w[:, :, -1].contiguous(memory_format=torch.channels_last)
@@ -631,6 +632,7 @@ class FastDecoder:
             self.compiling = precompile_winograd(dtype, next(iter(self.winograd.values()))[0])
         self.dtype = dtype
         self.frames_per_pass = frames_per_pass
+        self.frames_per_piece = frames_per_piece
         self.mean = vae.latent_mean.float().view(1, -1, 1, 1, 1)
         self.std = vae.latent_std.float().view(1, -1, 1, 1, 1)
         self.consumers = _norm_consumers(vae)
@@ -767,7 +769,7 @@ class FastDecoder:
         # The last upsample and everything after it go a few frames at a time: their activations
         # are the widest (at 720p a 12-frame pass holds ~9 GB of them at once), and every
         # layer from here on is per frame but for the causal convs' history, which carries over.
-        for y_part, x_part in zip(y.split(FRAMES_PER_PIECE, 2), x.split(FRAMES_PER_PIECE, 2)):
+        for y_part, x_part in zip(y.split(self.frames_per_piece, 2), x.split(self.frames_per_piece, 2)):
             z = self.upsample(last, y_part, x_part, first)
             for i in range(last + 1, len(self.vae.decoder.upsamples)):
                 z = self.upsample(i, self.residuals(i, z), z, first)
@@ -799,15 +801,24 @@ class FastDecoder:
         return out
 
 
-def build_decoder(vae, example_latent):
+# For cards smaller than the benchmark's (build_decoder(..., low_memory=True); the drop-in's
+# low_memory=True): one latent frame a pass, 2-frame pieces, and no Winograd convs, whose fp16
+# transformed weights alone take 4.1 GB at full width. The harness measures the default.
+LOW_MEMORY = {"frames_per_pass": 1, "frames_per_piece": 2, "winograd_min_channels": None}
+
+
+def build_decoder(vae, example_latent, low_memory: bool = False):
     cuda = example_latent.is_cuda
     if cuda:
         torch.backends.cudnn.benchmark = True
     dtype = torch.bfloat16 if cuda else torch.float32
-    decoder = FastDecoder(vae, dtype, frames_per_pass=LATENT_FRAMES_PER_PASS)
+    settings = LOW_MEMORY if low_memory else {"frames_per_pass": LATENT_FRAMES_PER_PASS}
+    decoder = FastDecoder(vae, dtype, **settings)
     if not cuda:
         print("optimize.py: no CUDA; running the fast path eagerly in fp32", file=sys.stderr)
     info = {"dtype": str(dtype).replace("torch.", ""), "layout": "channels_last_3d",
-            "kernels": "cuDNN convs, Winograd GEMMs + 7 Triton kernels" if cuda else "torch eager (CPU)", "head": "2D conv, stacked time taps",
-            "latent_frames_per_pass": LATENT_FRAMES_PER_PASS, "upsample": "subpixel 2x2 convs"}
+            "kernels": "torch eager (CPU)" if not cuda else "cuDNN convs + 7 Triton kernels" if low_memory
+            else "cuDNN convs, Winograd GEMMs + 7 Triton kernels", "head": "2D conv, stacked time taps",
+            "latent_frames_per_pass": settings["frames_per_pass"], "upsample": "subpixel 2x2 convs",
+            "low_memory": low_memory}
     return decoder, info

@@ -79,8 +79,12 @@ class OptimizedDecoder:
     """
 
     def __init__(self, vae: WanVAE, candidate: Path | None = None,
-                 build: Callable[..., tuple[Callable[[Tensor], Tensor], dict]] | None = None) -> None:
+                 build: Callable[..., tuple[Callable[[Tensor], Tensor], dict]] | None = None,
+                 low_memory: bool = False) -> None:
         self.vae = vae
+        # build_decoder's setting for smaller cards (optimize.py's LOW_MEMORY); a candidate
+        # without it raises TypeError on the first call.
+        self._build_options = {"low_memory": True} if low_memory else {}
         self._candidate = candidate
         self._build = build
         self._fns: dict[tuple, Callable[[Tensor], Tensor]] = {}
@@ -109,7 +113,7 @@ class OptimizedDecoder:
             versions = _versions(self.vae)
             try:
                 # A copy as the example: build_decoder may run warm-up calls on it.
-                fn, info = self._build_fn()(self.vae, z.clone())
+                fn, info = self._build_fn()(self.vae, z.clone(), **self._build_options)
                 out = fn(z)
             except Exception as e:  # noqa: BLE001 - any failure of the optimized path
                 if z.device.type != "cpu":
@@ -136,8 +140,9 @@ def _warn_fallback(error: Exception) -> None:
 # (a) upstream wan22: Wan2_2_VAE
 
 
-def patch_wan22_vae(wan_vae: Any, candidate: Path | None = None) -> Any:
+def patch_wan22_vae(wan_vae: Any, candidate: Path | None = None, low_memory: bool = False) -> Any:
     """Replace `wan_vae.decode` (a `Wan2_2_VAE`) with the optimized decoder; returns `wan_vae`.
+    low_memory=True: optimize.py's setting for smaller cards (slower; README gives both figures).
 
     Calling it again is a no-op; `unpatch(wan_vae)` restores the original method.
     """
@@ -153,7 +158,8 @@ def patch_wan22_vae(wan_vae: Any, candidate: Path | None = None) -> Any:
     )
     if model.z_dim != len(LATENT_MEAN):
         raise ValueError(f"not a Wan 2.2 VAE: z_dim {model.z_dim} != {len(LATENT_MEAN)}")
-    decoder = OptimizedDecoder(_build_our_vae(model.state_dict(), device, **config), candidate)
+    decoder = OptimizedDecoder(_build_our_vae(model.state_dict(), device, **config), candidate,
+                               low_memory=low_memory)
 
     def decode(zs: Any) -> list[Tensor] | None:
         if not isinstance(zs, list):
@@ -243,9 +249,10 @@ def diffusers_config_to_ours(config: Any) -> dict[str, Any]:
                 temporal_downsample=tuple(config["temperal_downsample"]))
 
 
-def patch_diffusers_wan(autoencoder: Any, candidate: Path | None = None) -> Any:
+def patch_diffusers_wan(autoencoder: Any, candidate: Path | None = None, low_memory: bool = False) -> Any:
     """Replace `autoencoder.decode` (an AutoencoderKLWan, Wan 2.2 config) with the optimized
-    decoder; returns `autoencoder`. Calling it again is a no-op; `unpatch` restores it."""
+    decoder; returns `autoencoder`. Calling it again is a no-op; `unpatch` restores it.
+    low_memory=True: optimize.py's setting for smaller cards (slower; README gives both figures)."""
     if hasattr(autoencoder, _PATCH_ATTR):
         return autoencoder
     from diffusers.models.autoencoders.vae import DecoderOutput  # lazy: diffusers is optional
@@ -254,7 +261,8 @@ def patch_diffusers_wan(autoencoder: Any, candidate: Path | None = None) -> Any:
     state = autoencoder.state_dict()
     check_mapping(state, **config)
     device = next(autoencoder.parameters()).device
-    decoder = OptimizedDecoder(_build_our_vae(diffusers_to_ours(state), device, **config), candidate)
+    decoder = OptimizedDecoder(_build_our_vae(diffusers_to_ours(state), device, **config), candidate,
+                               low_memory=low_memory)
 
     def decode(z: Tensor, return_dict: bool = True) -> Any:
         vae = decoder.vae

@@ -96,6 +96,8 @@ def main() -> int:
     ap.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["720p", "480p"])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--low-memory", action="store_true", help="also ours with the drop-in's low_memory=True")
+    ap.add_argument("--only-ours", action="store_true", help="skip the peers but diffusers fp32 (the PSNR's reference)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("peers: needs a CUDA GPU", file=sys.stderr)
@@ -128,16 +130,18 @@ def main() -> int:
             fastvae.accelerate_vae(vae)
             return lambda x: vae.decode(x.bfloat16()).sample
 
-        def ours() -> Callable:
-            vae = wan_dropin.patch_diffusers_wan(diffusers_vae(state, torch.float32))
+        def ours(low_memory: bool = False) -> Callable:
+            vae = wan_dropin.patch_diffusers_wan(diffusers_vae(state, torch.float32), low_memory=low_memory)
             return lambda x: vae.decode(x).sample
 
         row, reference = measure("diffusers fp32 eager", shape, lambda: eager(torch.float32), raw, args.runs, None)
         rows.append(row)
-        candidates = [("diffusers bf16 eager", lambda: eager(torch.bfloat16))]
-        if fastvae is not None:
+        candidates = [] if args.only_ours else [("diffusers bf16 eager", lambda: eager(torch.bfloat16))]
+        if fastvae is not None and not args.only_ours:
             candidates.append((f"fastvae {fastvae.__version__}", fast))
         candidates.append(("ours (patch_diffusers_wan)", ours))
+        if args.low_memory:
+            candidates.append(("ours, low_memory=True", lambda: ours(low_memory=True)))
         for name, make in candidates:
             row, _ = measure(name, shape, make, raw, args.runs, reference)
             rows.append(row)
