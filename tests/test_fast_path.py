@@ -37,11 +37,13 @@ def load_optimize():
     return module
 
 
-@pytest.mark.parametrize("low_memory", [False, True])
-def test_cpu_path_matches_frozen_model(narrow_vae: torch.nn.Module, low_memory: bool) -> None:
-    """The default and the low-memory setting (one latent frame a pass, 2-frame pieces)."""
+@pytest.mark.parametrize("low_memory, shape", [(False, LATENT_SHAPE), (True, LATENT_SHAPE),
+                                               (False, (1, 48, 4, 3, 2))])  # odd, portrait
+def test_cpu_path_matches_frozen_model(narrow_vae: torch.nn.Module, low_memory: bool, shape: tuple) -> None:
+    """The default and the low-memory setting (one latent frame a pass, 2-frame pieces), and a
+    portrait latent of odd height."""
     vae = narrow_vae
-    z = torch.randn(*LATENT_SHAPE, generator=torch.Generator().manual_seed(3))
+    z = torch.randn(*shape, generator=torch.Generator().manual_seed(3))
     decode, info = load_optimize().build_decoder(vae, z, low_memory=low_memory)
     assert info["dtype"] == "float32" and info["low_memory"] is low_memory
     with torch.no_grad():
