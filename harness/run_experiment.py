@@ -58,7 +58,9 @@ import base64
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 from harness import _common as C  # noqa: E402
 from harness import floor  # noqa: E402
+from harness import keep_rule  # noqa: E402
 from harness import records as R  # noqa: E402
 from harness import signing  # noqa: E402
 from harness.replies import markdown  # noqa: E402
@@ -79,49 +82,11 @@ class Refused(Exception):
     """Nothing is recorded: frozen files changed, broken setup, bad arguments, a run in progress."""
 
 
-def decide(value: float, spread: float, best: float | None, best_spread: float, noise: float,
-           better: str = "lower", warmup: tuple[float, float, float] | None = None) -> str:
-    """'baseline' when nothing is recorded yet; 'keep' for a win beyond noise and spread, or for a
-    tie on the metric (no worse beyond noise) with a warm-up shorter by the asked fraction:
-    warmup = (the candidate's warm-up s, the current keeper's, that fraction)."""
-    return decide_why(value, spread, best, best_spread, noise, better, warmup)[0]
-
-
-def decide_why(value: float, spread: float, best: float | None, best_spread: float, noise: float,
-               better: str = "lower", warmup: tuple[float, float, float] | None = None) -> tuple[str, str]:
-    """decide()'s answer and why, in plain words: the keep rule, in one place."""
-    if best is None:
-        return "baseline", ""
-    gain = best - value if better == "lower" else value - best
-    rel, bar = gain / best, max(spread, best_spread)
-    if gain > noise * best and gain > bar:
-        return "keep", f"{rel:.1%} better: beyond the {noise:.0%} noise threshold and the timed calls' spread ({bar:.4g})"
-    if warmup is not None and gain >= -noise * best and warmup[0] <= (1 - warmup[2]) * warmup[1]:
-        return "keep", (f"kept for its warm-up: {warmup[0]:.1f} s against the current keeper's {warmup[1]:.1f} s, "
-                        f"the metric within the noise threshold")
-    if gain > bar and gain <= noise * best:
-        return "revert", f"{rel:.1%} better: within the {noise:.0%} noise threshold, so not a gain"
-    if abs(gain) <= bar:
-        return "revert", (f"{rel:+.1%} ({abs(gain):.4g}) is smaller than the timed calls' spread ({bar:.4g}): the "
-                          f"difference is inside the noise, so this run cannot tell which is faster")
-    return "revert", f"{-rel:.1%} worse, beyond the timed calls' spread ({bar:.4g})"
-
-
-def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], keeper: dict[str, str] | None) -> tuple[float, float, float] | None:
-    """decide()'s warm-up argument: this run's warm-up (build + first calls, in a fresh worker with
-    empty compiler caches) against the current keeper's (R.current_row: the code the candidate
-    would replace), from its record; None when goals.json asks for no warm-up rule
-    ("warmup_gain") or a figure is missing."""
-    gain = goals.get("warmup_gain")
-    if not gain or keeper is None or facts.get("warmup_s") is None:
-        return None
-    theirs = keeper.get("warmup_s")  # a baseline measured in this same run has no record yet
-    if theirs is None:
-        try:
-            theirs = json.loads((C.root() / "records" / f"{keeper['exp']}.json").read_text())["facts"]["warmup_s"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-    return (float(facts["warmup_s"]), float(theirs), float(gain)) if theirs else None
+def judge(rec: dict[str, Any], goals: dict[str, Any], best: dict[str, Any] | None, current: dict[str, Any] | None,
+          figure: float | None = None) -> keep_rule.Verdict:
+    """The keep rule (harness/keep_rule.py) on a measured record: the measuring half's "would be"
+    and apply's row both come from here."""
+    return keep_rule.judge_record(rec, goals, best, current, figure, C.root() / "records")
 
 
 def metric_of(facts: dict[str, Any], goals: dict[str, Any], preset: str) -> tuple[float, float]:
@@ -133,14 +98,7 @@ def metric_of(facts: dict[str, Any], goals: dict[str, Any], preset: str) -> tupl
     return work / facts["median_s"], work / facts["min_s"] - work / facts["max_s"]
 
 
-def is_rerun(candidate_sha: str, best: dict[str, str] | None) -> bool:
-    """The candidate is this keeper's source, measured again."""
-    return best is not None and best["status"] == "keep" and candidate_sha.startswith(best["candidate_sha"])
-
-
-def rerun_of(candidate_sha: str, best: dict[str, str] | None, current: dict[str, str] | None) -> dict[str, str] | None:
-    """The keeper the candidate re-runs: the best, or the current one (kept by the warm-up rule)."""
-    return next((k for k in (best, current) if is_rerun(candidate_sha, k)), None)
+rerun_of = keep_rule.rerun_of
 
 
 def acquire_lock() -> Any:
@@ -173,9 +131,10 @@ def device_lock() -> Any:
 # --- the measuring half ------------------------------------------------------------------------
 
 def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]]:
-    """The GPU half: a baseline record first when this machine has none, then the candidate's."""
-    from harness.session import Session  # lazy: --apply and --help need no torch
-
+    """The GPU half: a baseline record first when this machine has none, then the candidate's.
+    The candidate is timed in alternation with the code it would replace (harness/alternate.py):
+    the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper, when
+    --best-median names the figure to beat, or when the keeper's source is nowhere to be found."""
     device = a.device or C.default_device()
     preset = C.pick_preset(goals, a.preset, device)
     cand = (a.candidate or C.root() / goals["candidate"]).resolve()
@@ -192,67 +151,109 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     better = R.metric_spec(goals).get("better", "lower")
     best = None if first else R.best_row(rows, preset, gpu, better)
     current = None if first else R.current_row(rows, preset, gpu)
-    recs: list[dict[str, Any]] = []
-    plan = ([(BASELINE, BASELINE_DESC, True)] if first else []) + [(cand, a.desc, False)]
-    for path, desc, is_baseline in plan:
-        t0 = time.perf_counter()
-        rec = {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": R.utc_now(),
-               "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "profile": None, "strip_png": None,
-               "gpu_index": device_slot()}
-        try:
-            with Session(path, preset, device, unsandboxed=a.unsandboxed, timeout=a.timeout) as s:
-                rec["source"] = s.source.decode()
-                rec["candidate_sha"] = C.sha256_bytes(s.source)[:16]
-                facts = s.measure(want_frame=True)
-                out = facts.pop("_bench_out", None)
-                rec["facts"] = facts
-                rec["outcome"] = "measured" if facts["passed"] else facts["status"]
-                rec["reason"] = facts["reason"]
-                if facts["passed"]:
-                    judge(rec, goals, preset, best, current, a.best_median)
-                    rec["strip_png"] = quality_strip_b64(s, out, desc)
-                    if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
-                        rec["profile_md"], rec["profile"] = profile_md(s, facts, goals)
-                        if not facts["passed"]:  # a profiled call is checked like the others
-                            rec.update(outcome=facts["status"], reason=facts["reason"])
-                floor.annotate(facts, goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
-        except C.SetupError as e:
-            raise Refused(str(e)) from None
-        after = C.frozen_files()
-        if after != frozen:
-            changed = sorted(k for k in set(frozen) | set(after) if frozen.get(k) != after.get(k))
+    keeper_dir = None
+    if first:
+        keeper = BASELINE
+    elif a.best_median is not None or rerun_of(C.sha256_bytes(cand.read_bytes())[:16], best, current):
+        keeper = None
+    else:
+        keeper, keeper_dir = keeper_file(current, goals)
+    t0 = time.perf_counter()
+    try:
+        recs = _measure_files(a, goals, preset, device, fh, keeper, cand, first, (best, current))
+    finally:
+        if keeper_dir is not None:
+            shutil.rmtree(keeper_dir, ignore_errors=True)
+    after = C.frozen_files()
+    if after != frozen:
+        changed = sorted(k for k in set(frozen) | set(after) if frozen.get(k) != after.get(k))
+        for rec in recs:
             rec.update(outcome="tampered", reason=f"frozen file {changed[0]} changed during the run "
                        f"({len(changed)} changed); the run is void")
+    for rec in recs:
         rec["wall_s"] = time.perf_counter() - t0
-        recs.append(rec)
-        if is_baseline:
-            if rec["outcome"] != "measured":
-                break  # without a baseline there is nothing to judge the candidate against
-            best = {"status": "baseline", "median_s": str(rec["facts"]["median_s"]),
-                    "spread_s": str(rec["facts"]["spread_s"]), "metric": str(rec["metric"]),
-                    "candidate_sha": rec["candidate_sha"], "warmup_s": rec["facts"].get("warmup_s")}
-            current = best
-            a.best_median = None
     return recs
 
 
-def judge(rec: dict[str, Any], goals: dict[str, Any], preset: str, best: dict[str, str] | None,
-          current: dict[str, str] | None, best_override: float | None) -> None:
-    """What the measuring machine thinks the row will be (apply decides again from results.tsv)."""
-    f = rec["facts"]
-    rec["metric"], rec["metric_spread"] = metric_of(f, goals, preset)
-    better = R.metric_spec(goals).get("better", "lower")
-    if rec["rebaseline"]:
-        rec["would_be"] = "baseline"
-    elif rerun_of(rec["candidate_sha"], best, current):
-        rec["would_be"] = "rerun"
-    else:
-        target = best_override if best_override is not None else (R.metric_value(best) if best else None)
-        spread = float(best["spread_s"]) if best and best_override is None and better == "lower" else 0.0
-        tie = warmup_tie(goals, f, current) if best_override is None else None
-        rec["would_be"] = decide(rec["metric"], rec["metric_spread"], target, spread, goals["noise_threshold"], better, tie)
+def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[Path | None, Path | None]:
+    """The current keeper's source as a file to measure beside the candidate (a private temporary
+    folder, removed after), and that folder: the baseline's file, or the source its record holds."""
+    if current is None:
+        return None, None
+    if current["status"] == "baseline":
+        return (BASELINE, None) if C.sha256_bytes(BASELINE.read_bytes())[:16] == current["candidate_sha"] else (None, None)
+    try:
+        source = json.loads((C.root() / "records" / f"{current['exp']}.json").read_text())["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None
+    if not isinstance(source, str) or C.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
+        return None, None
+    folder = Path(tempfile.mkdtemp(prefix="auto-optim-keeper-"))
+    path = folder / Path(goals["candidate"]).name
+    path.write_text(source)
+    return path, folder
 
 
+def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, device: str, fh: str,
+                   keeper: Path | None, cand: Path, first: bool,
+                   keepers: tuple[Any, Any]) -> list[dict[str, Any]]:
+    """One record per measured file: [baseline, candidate] on a first run, else [candidate]."""
+    from harness.alternate import measure_pair  # lazy: --apply and --help need no torch
+    from harness.session import Session
+
+    def new_rec(path: Path, desc: str, is_baseline: bool) -> dict[str, Any]:
+        return {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": R.utc_now(),
+                "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "profile": None,
+                "strip_png": None, "gpu_index": device_slot()}
+
+    def fill(rec: dict[str, Any], s: Any, facts: dict[str, Any]) -> None:
+        out = facts.pop("_bench_out", None)
+        rec["source"] = s.source.decode()
+        rec["candidate_sha"] = C.sha256_bytes(s.source)[:16]
+        rec["facts"] = facts
+        rec["outcome"] = "measured" if facts["passed"] else facts["status"]
+        rec["reason"] = facts["reason"]
+        if facts["passed"]:
+            rec["metric"], rec["metric_spread"] = metric_of(facts, goals, preset)
+            rec["would_be"] = "baseline" if rec["rebaseline"] else judge(rec, goals, *keepers, figure).status
+            if not rec["rebaseline"]:
+                rec["strip_png"] = quality_strip_b64(s, out, rec["desc"])
+            if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
+                rec["profile_md"], rec["profile"] = profile_md(s, facts, goals)
+                if not facts["passed"]:  # a profiled call is checked like the others
+                    rec.update(outcome=facts["status"], reason=facts["reason"])
+        floor.annotate(facts, goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
+
+    recs = ([new_rec(BASELINE, BASELINE_DESC, True)] if first else []) + [new_rec(cand, a.desc, False)]
+    figure = None if first else a.best_median
+    options = {"unsandboxed": a.unsandboxed, "timeout": a.timeout}
+    try:
+        if keeper is None:
+            with Session(cand, preset, device, **options) as s:
+                fill(recs[-1], s, s.measure(want_frame=True))
+            return recs
+        with Session(keeper, preset, device, **options) as k, \
+                Session(cand, preset, device, assets_from=k, **options) as s:
+            kf, cf = measure_pair(k, s, pairs(goals, preset, s), want_frame=True)
+            if first:
+                fill(recs[0], k, kf)
+                if not kf["passed"]:
+                    return recs[:1]  # without a baseline there is nothing to judge the candidate against
+                b = recs[0]  # what the candidate is judged against: this baseline, not yet a row
+                keepers = ({"status": "baseline", "exp": "the baseline", "metric": str(b["metric"]),
+                            "median_s": str(kf["median_s"]), "candidate_sha": b["candidate_sha"],
+                            "warmup_s": kf.get("warmup_s")},) * 2
+            fill(recs[-1], s, cf)
+    except C.SetupError as e:
+        raise Refused(str(e)) from None
+    return recs
+
+
+def pairs(goals: dict[str, Any], preset: str, s: Any) -> int:
+    """Timed pairs: the preset's timed_runs, at least keep_rule.MIN_PAIRS, as far as the pool allows
+    (each call gets a fresh input; a keeper's profile takes two more)."""
+    want = max(keep_rule.MIN_PAIRS, int(goals["presets"][preset].get("timed_runs", C.MIN_RUNS)))
+    return max(C.MIN_RUNS, min(want, len(s.pool) + 1 - s.warmup - 2))
 def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """The keeper's profile as markdown, and the figures the stop rule reads (harness/floor.py)."""
     from harness import profile
@@ -363,6 +364,11 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
 
 
+def _seconds_list(v: Any) -> bool:
+    """Timed calls' seconds: what the keep rule reads from a record (facts.times_s, facts.paired)."""
+    return isinstance(v, list) and 0 < len(v) <= 1000 and all(_number(t) and t > 0 for t in v)
+
+
 def _optional(check: Any) -> Any:
     return lambda v: v is None or check(v)
 
@@ -411,6 +417,15 @@ def validate_record(rec: Any, goals: dict[str, Any]) -> None:
     if quality is not None and not (_number(quality) or quality in (float("inf"), float("-inf"))):
         bad.append("facts.quality")
     bad += [f"facts.{k}" for k in FACT_TEXT if facts.get(k) is not None and not _text(str(facts[k]))]
+    times = facts.get("times_s")
+    if times is not None and not _seconds_list(times):
+        bad.append("facts.times_s")
+    paired = facts.get("paired")
+    if paired is not None and not (isinstance(paired, dict) and isinstance(paired.get("keeper_sha"), str)
+                                   and bool(HEX.match(paired["keeper_sha"])) and _seconds_list(paired.get("keeper_times_s"))
+                                   and isinstance(times, list) and len(paired["keeper_times_s"]) == len(times)
+                                   and all(_optional(_number)(paired.get(k)) for k in ("keeper_warmup_s", "keeper_median_s"))):
+        bad.append("facts.paired")
     if rec.get("preset") not in goals["presets"]:
         bad.append("preset (not a preset of goals.json)")
     if rec.get("outcome") == "measured" and not (_number(rec.get("metric")) and _number(rec.get("metric_spread"))
@@ -511,20 +526,11 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     status = rec["outcome"]
     verdict, reproduced = "", False
     if status == "measured":
-        metric, spread = rec["metric"], rec["metric_spread"]
-        of = None if is_baseline else rerun_of(rec["candidate_sha"], best, current)
         if is_baseline:
             status = "baseline"
-        elif of:
-            status = "rerun"
-            change = metric / R.metric_value(of) - 1
-            reproduced = abs(change) <= goals["noise_threshold"]
-            verdict = (f"re-run of {of['exp']} ({R.metric_value(of):.4g}): {change:+.2%}, "
-                       f"{'within' if reproduced else 'OUTSIDE'} the {goals['noise_threshold']:.0%} noise threshold")
         else:
-            best_spread = float(best["spread_s"]) if better == "lower" else 0.0
-            args = (metric, spread, R.metric_value(best), best_spread, goals["noise_threshold"], better)
-            status, verdict = decide_why(*args, warmup_tie(goals, f, current))
+            v = judge(rec, goals, best, current)
+            status, verdict, reproduced = v.status, v.reason, v.reproduced
     base_row = base if not is_baseline else None
     speedup = None
     if status == "baseline":
@@ -549,7 +555,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     elif measured_target:
         note = restore(current, target, preset, repo)
     # The record first, then the row made from it (R.row_from_record): a row is never without its record.
-    entry = {**rec, "exp": exp, "status": status, "commit": commit, "speedup_vs_fp32": speedup}
+    entry = {**rec, "exp": exp, "status": status, "commit": commit, "speedup_vs_fp32": speedup, "verdict": verdict or None}
     C.atomic_write(record, json.dumps(entry, indent=1, default=str), exclusive=True)
     row = R.row_from_record(json.loads(record.read_text()))
     R.append_row(row)
@@ -574,7 +580,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     if status in R.KEEPERS and repo is not None:
         _commit(repo, written, f"{exp}: record and profile")
     return (1 if status in R.RED else 0), {
-        "exp": exp, "status": status, "row": row, "best": best, "note": note, "verdict": verdict, "reason": rec.get("reason"),
+        "exp": exp, "status": status, "row": row, "best": best, "against": current, "note": note, "verdict": verdict, "reason": rec.get("reason"),
         "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None}
 
 
@@ -637,10 +643,7 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
             what += "\n" + timing_line(r, goals, R.baseline_row(upto, row["preset"], row["gpu"]))
         if r.get("reason"):
             what += f"\n  why: {r['reason']}"
-        if r["best"] and r["status"] in ("keep", "revert"):
-            judged = f"judged against {r['best']['exp']} ({R.metric_value(r['best']):.4g})"
-            what += f"\n  {judged}: {r['verdict']}" if r.get("verdict") else f"\n  {judged}"
-        elif r.get("verdict"):
+        if r.get("verdict"):
             what += f"\n  {r['verdict']}"
         if r.get("note"):
             what += f"\n  {r['note']}"

@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -50,7 +51,7 @@ from typing import Any
 import torch
 
 from harness import _common as C
-from harness import landlock, replies, sandbox, signing
+from harness import landlock, process, replies, sandbox, signing
 from harness.busy import BusySampler
 from harness.channel import Channel, ChannelClosed
 from harness.make_reference import strict_fp32
@@ -161,7 +162,8 @@ class Session:
     """Assets, buffers and one worker for one candidate (see the module docstring)."""
 
     def __init__(self, candidate: Path | str | None = None, preset: str | None = None, device: str | None = None,
-                 *, unsandboxed: bool = False, timeout: float | None = None, runs: int | None = None) -> None:
+                 *, unsandboxed: bool = False, timeout: float | None = None, runs: int | None = None,
+                 assets_from: "Session | None" = None) -> None:
         self.goals = C.load_goals()
         self.adapter = C.load_adapter(self.goals)
         self.device = device or C.default_device()
@@ -189,6 +191,7 @@ class Session:
         self.scratch: Path | None = None  # unsandboxed only: the sandbox brings a tmpfs of its own
         self.calls_made = 0
         self.used: set[int] = set()
+        self.assets_from = assets_from  # a session beside this one (alternate.py): its inputs and references
 
     # --- setting up -------------------------------------------------------------------------
 
@@ -201,7 +204,11 @@ class Session:
         return self
 
     def _start(self) -> None:
-        self.bench_x, self.bench_ref, _ = C.load_reference_asset(self.goals, self.adapter, self.preset)
+        other = self.assets_from
+        if other is not None:
+            self.bench_x, self.bench_ref = other.bench_x, other.bench_ref
+        else:
+            self.bench_x, self.bench_ref, _ = C.load_reference_asset(self.goals, self.adapter, self.preset)
         x, ref = self.bench_x, self.bench_ref
         self.inp = SharedBuffer(list(x.shape), x.dtype, self.device)
         self.out = SharedBuffer(list(ref.shape), ref.dtype, self.device)
@@ -223,9 +230,9 @@ class Session:
         except Failed as e:
             raise C.SetupError(f"the worker could not start: {e}") from None
         # While the worker starts, load what only this process may see.
-        self.pool = C.load_pool(self.goals, self.adapter, self.preset, self.device)
+        self.pool = other.pool if other else C.load_pool(self.goals, self.adapter, self.preset, self.device)
         if C.reference_follows_output(self.adapter):
-            self.frozen_model = self.adapter.load_model(self.device)
+            self.frozen_model = other.frozen_model if other else self.adapter.load_model(self.device)
         self.bench_x, self.bench_ref = x.to(self.device), ref.to(self.device)
         try:
             abi, self.load_s = replies.ready(self.worker.reply("start", self.timeouts["start_s"]))
@@ -365,7 +372,16 @@ class Session:
         """Calibrate the boundary, build, then warm-up and timed calls (or just `calls` checked
         calls, for verify: a call cannot tell which it is, and every call is checked alike).
         Never raises for the candidate's failures: they come back as facts["status"] and
-        facts["reason"]."""
+        facts["reason"]. harness/alternate.py runs the same three steps for two sessions at once."""
+        facts = self.begin(want_frame, calls)
+        while self.timed_call(facts):
+            pass
+        return self.finish(facts)
+
+    def begin(self, want_frame: bool = False, calls: int | None = None, runs: int | None = None) -> dict[str, Any]:
+        """The boundary's calibration, the build and the warm-up calls; the timed calls are planned."""
+        if runs is not None:
+            self.runs = runs
         facts: dict[str, Any] = {
             "passed": False, "status": "measured", "reason": "", "preset": self.preset, **C.env_info(self.device),
             "candidate": str(self.candidate), "candidate_sha": C.sha256_bytes(self.source),
@@ -376,43 +392,86 @@ class Session:
             "quality_name": self.goals["gate"].get("quality_name", "quality"), "checked": [],
             "want_frame": want_frame, "worker_load_s": self.load_s,
         }
-        try:
+        self._times: list[float] = []
+        self._busy = BusySampler(self.device)
+
+        def start() -> None:
             facts["boundary_s"] = statistics.median(self._round_trip("calibrate", self.bench_x)[0]
                                                     for _ in range(CALIBRATIONS))
             example = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), self.device)
             self.inp.tensor.copy_(example.to(self.bench_x.dtype))
             C.sync(self.device)
-            with BusySampler(self.device) as busy:  # its thread starts before any candidate code runs
-                t0 = time.perf_counter()
-                built = self.worker.request("build", self.timeouts["build_s"])
-                facts["build_s"] = time.perf_counter() - t0
-                facts["info"] = self._checked("build", lambda r: replies.info(r.get("info")), built)
-                if calls is not None:
-                    self.warmup, self.runs = 1, max(calls - 1, 1)
-                    facts.update(runs=self.runs, warmup_runs=1)
-                plan = self._plan(self.warmup + self.runs)
-                times = []
-                for k, which in enumerate(plan):
-                    times.append(self._call("call", which, facts)[0])
-                    if k >= self.warmup:
-                        busy.mark(*self.last_call)
-            facts["device_busy"] = busy.fraction()
-            facts["first_calls_s"] = sum(times[: self.warmup])
+            self._busy.__enter__()  # its thread starts before any candidate code runs
+            t0 = time.perf_counter()
+            built = self.worker.request("build", self.timeouts["build_s"])
+            facts["build_s"] = time.perf_counter() - t0
+            facts["info"] = self._checked("build", lambda r: replies.info(r.get("info")), built)
+            if calls is not None:
+                self.warmup, self.runs = 1, max(calls - 1, 1)
+                facts.update(runs=self.runs, warmup_runs=1)
+            self._todo = self._plan(self.warmup + self.runs)
+            for _ in range(self.warmup):
+                self._times.append(self._call("call", self._todo.pop(0), facts)[0])
+
+        self._todo = []
+        self._guarded(facts, start)
+        return facts
+
+    def timed_call(self, facts: dict[str, Any]) -> bool:
+        """The next timed call; False when none is left or the candidate has failed."""
+        if facts["status"] != "measured" or not self._todo:
+            return False
+
+        def call() -> None:
+            self._times.append(self._call("call", self._todo.pop(0), facts)[0])
+            self._busy.mark(*self.last_call)
+
+        return self._guarded(facts, call)
+
+    def finish(self, facts: dict[str, Any]) -> dict[str, Any]:
+        """The figures of the timed calls, and the worker's peak memory."""
+        self._busy.__exit__(None, None, None)
+
+        def end() -> None:
+            facts["device_busy"] = self._busy.fraction()
+            facts["first_calls_s"] = sum(self._times[: self.warmup])
             facts["warmup_s"] = facts["build_s"] + facts["first_calls_s"]
-            facts["times_s"] = times[self.warmup:]
+            facts["times_s"] = self._times[self.warmup:]
             facts.update(_stats(facts["times_s"]))
             facts["boundary_pct"] = 100 * facts["boundary_s"] / facts["median_s"]
             memory = self.worker.request("memory", self.timeouts["call_s"])
             facts["peak_mem_gb"] = self._checked("memory", replies.peak_memory_gb, memory)
             facts["passed"] = True
+
+        if facts["status"] == "measured":
+            self._guarded(facts, end)
+        facts.pop("want_frame", None)
+        return facts
+
+    def fail(self, facts: dict[str, Any], status: str, reason: str) -> None:
+        facts.update(status=status, reason=replies.one_line(reason, 500))
+        self._todo = []
+
+    def _guarded(self, facts: dict[str, Any], step) -> bool:
+        try:
+            step()
+            return True
         except Failed as e:
-            facts.update(status=e.status, reason=str(e))
+            self.fail(facts, e.status, str(e))
         except (ValueError, TypeError, OverflowError, RuntimeError, OSError) as e:
             # Whatever the worker did that the checks above did not foresee is its crash, on record:
             # never a harness traceback that leaves no row.
-            facts.update(status="crash", reason=replies.one_line(f"the harness could not go on: {type(e).__name__}: {e}"))
-        facts.pop("want_frame")
-        return facts
+            self.fail(facts, "crash", f"the harness could not go on: {type(e).__name__}: {e}")
+        return False
+
+    def pause(self) -> None:
+        """Freeze the worker and all it started (while another worker is timed: alternate.py)."""
+        if self.worker is not None:
+            process.signal_tree(self.worker.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.worker is not None:
+            process.signal_tree(self.worker.proc.pid, signal.SIGCONT)
 
     def sandbox_label(self) -> str:
         return "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.landlock_abi)
