@@ -170,6 +170,8 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
         for rec in recs:
             rec.update(outcome="tampered", reason=f"frozen file {changed[0]} changed during the run "
                        f"({len(changed)} changed); the run is void")
+    if first and recs[0]["outcome"] != "measured":
+        recs = recs[:1]  # without a baseline there is nothing to judge the candidate against
     for rec in recs:
         rec["wall_s"] = time.perf_counter() - t0
     return recs
