@@ -14,13 +14,32 @@ measurement alone: a fresh input, checked.
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from harness import busy
 from harness.session import Session
 
 _rng = random.SystemRandom()
+
+
+@contextlib.contextmanager
+def started(keeper: Path, candidate: Path, preset: str, device: str, **options: Any) -> Iterator[tuple[Session, Session]]:
+    """Two sessions on the same inputs, their workers started at once; both closed after."""
+    k = Session(keeper, preset, device, **options)
+    c = Session(candidate, preset, device, assets_from=k, **options)
+    try:
+        k.spawn()
+        c.spawn()
+        k.await_ready()
+        c.await_ready()
+        yield k, c
+    finally:
+        c.__exit__(None, None, None)
+        k.__exit__(None, None, None)
 
 
 def measure_pair(keeper: Session, candidate: Session, pairs: int,

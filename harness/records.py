@@ -35,6 +35,10 @@ from harness import _common as C  # noqa: E402
 
 SetupError = C.SetupError
 
+
+class Refused(Exception):
+    """Nothing is recorded: frozen files changed, broken setup, bad arguments, a run in progress."""
+
 COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s", "quality",
            "max_abs", "speedup_vs_fp32", "gpu", "preset", "weights", "frozen_hash", "candidate_sha",
            "versions", "wall_s", "sandbox", "metric"]

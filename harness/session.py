@@ -197,13 +197,16 @@ class Session:
 
     def __enter__(self) -> "Session":
         try:
-            self._start()
+            self.spawn()
+            self.await_ready()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
-    def _start(self) -> None:
+    def spawn(self) -> None:
+        """Load the assets and start the worker; await_ready() waits for it (two sessions beside
+        each other start their workers at once: harness/alternate.py)."""
         other = self.assets_from
         if other is not None:
             self.bench_x, self.bench_ref = other.bench_x, other.bench_ref
@@ -234,6 +237,8 @@ class Session:
         if C.reference_follows_output(self.adapter):
             self.frozen_model = other.frozen_model if other else self.adapter.load_model(self.device)
         self.bench_x, self.bench_ref = x.to(self.device), ref.to(self.device)
+
+    def await_ready(self) -> None:
         try:
             abi, self.load_s = replies.ready(self.worker.reply("start", self.timeouts["start_s"]))
         except (Failed, replies.Malformed) as e:

@@ -188,6 +188,11 @@ def test_flow(tmp_path: Path) -> None:
     strip = ws / "quality" / "e002.png"  # the keeper's quality strip, committed with its record
     assert strip.read_bytes().startswith(b"\x89PNG") and "quality/e002.png" in git(ws, "ls-files")
     assert json.loads((ws / "records" / "e001.json").read_text())["status"] == "baseline"
+    # The record points at the strip and the profile (path and sha256) and holds no copy of either.
+    rec = json.loads((ws / "records" / "e002.json").read_text())
+    assert "strip_png" not in rec and "profile_md" not in rec and rec["verdict"].startswith("kept: faster than e001")
+    for key, path in (("strip_file", strip), ("profile_file", ws / "profiles" / "e002.md")):
+        assert rec[key] == {"path": path.relative_to(ws).as_posix(), "sha256": R.C.sha256_bytes(path.read_bytes())}
 
     for text, status, extra in [(candidate(SLOW), "revert", []),                      # slower
                                 (candidate(FAST, body="return model(x) * 0.5"), "gate_fail", []),
