@@ -23,6 +23,9 @@ from typing import Any
 
 import torch
 
+from harness import goals as goals_module
+from harness.goals import GOALS_ENV, Goals  # noqa: F401 - GOALS_ENV: the tests' and tools' name for it
+
 REPO = Path(__file__).resolve().parent.parent
 # Appended, never first: the root is where the agent writes, and a file planted there (torch.py)
 # must not be imported in place of an installed module by the harness, which runs unsandboxed.
@@ -35,8 +38,6 @@ _HERE = Path(__file__).resolve().parent
 _mine = [p for p in sys.path if p and Path(p).resolve() == _HERE]
 sys.path[:] = [p for p in sys.path if p not in _mine] + _mine
 
-# Tests and retargeted copies point the harness at another goals file with this variable.
-GOALS_ENV = "AUTO_OPTIM_GOALS"
 MIN_RUNS = 5  # timed calls at least: fewer give no meaningful median or spread
 
 
@@ -54,17 +55,15 @@ class SetupError(Exception):
 
 
 def goals_path() -> Path:
-    return Path(os.environ.get(GOALS_ENV, REPO / "goals.json")).resolve()
+    return goals_module.path()
 
 
-def load_goals() -> dict[str, Any]:
-    path = goals_path()
+def load_goals() -> Goals:
+    """goals.json as a Goals (harness/goals.py): read once per process, again only if it changes."""
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SetupError(f"goals file not found: {path}") from None
-    except json.JSONDecodeError as e:
-        raise SetupError(f"goals file {path} is not valid JSON: {e}") from None
+        return goals_module.load()
+    except goals_module.GoalsError as e:
+        raise SetupError(str(e)) from None
 
 
 def root() -> Path:

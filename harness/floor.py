@@ -42,6 +42,7 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
 from harness import _common as C  # noqa: E402
+from harness.goals import as_goals  # noqa: E402
 
 UNITS = {"flops": "TFLOP/s", "bytes": "TB/s"}  # the probes' rates, printed in these (x 1e12)
 SEEN = 0.5  # an executed count under half the nominal FLOPs missed kernels torch cannot see
@@ -212,7 +213,7 @@ def verdict_for_rows(rows: list[dict[str, str]], goals: dict[str, Any], preset: 
     """The stop rule for the best row of (preset, gpu), from results.tsv rows and its record."""
     from harness import records as R
 
-    better = R.metric_spec(goals).get("better", "lower")
+    better = as_goals(goals).better
     best = R.best_row(rows, preset, gpu, better)
     if best is None:
         return False, ["no measured row on this machine yet"], None

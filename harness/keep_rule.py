@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.goals import as_goals
+
 CONFIDENCE = 0.95     # the interval printed and used, where the pairs allow it (below: the most they allow)
 MIN_PAIRS = 6         # the fewest pairs whose widest interval reaches CONFIDENCE (1 - 2/2^6 = 96.9%)
 
@@ -190,7 +192,7 @@ def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], keeper: dict[str, A
     empty compiler caches) against the current keeper's (the code the candidate would replace), from
     its record; None when goals.json asks for no warm-up rule ("warmup_gain") or a figure is missing.
     A keeper measured beside the candidate brings its own warm-up instead (judge)."""
-    gain = goals.get("warmup_gain")
+    gain = as_goals(goals).warmup_gain
     if not gain or keeper is None or facts.get("warmup_s") is None:
         return None
     theirs = keeper.get("warmup_s")  # a baseline measured in this same run has no record yet
@@ -210,9 +212,9 @@ def judge_record(rec: dict[str, Any], goals: dict[str, Any], best: dict[str, Any
                  records: Path | None = None) -> Verdict:
     """judge() for a record (run_experiment's measuring half, and its apply against results.tsv):
     the current keeper is what the candidate is judged against; the best matters only for reruns."""
-    better = ((goals.get("metric") or {}) if isinstance(goals.get("metric"), dict) else {}).get("better", "lower")
+    goals = as_goals(goals)
     facts = rec["facts"]
     of = None if figure is not None else rerun_of(rec["candidate_sha"], best, current)
     warm = None if figure is not None else warmup_tie(goals, facts, current, records)
-    return judge(facts, rec["metric"], goals["noise_threshold"], better, keeper_of(current),
+    return judge(facts, rec["metric"], goals.noise, goals.better, keeper_of(current),
                  rerun_of=keeper_of(of), figure=figure, warmup=warm)

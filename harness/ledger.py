@@ -133,7 +133,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
             and rec.get("outcome") != "tampered":
         raise Refused(f"{target.name} changed while it was being measured (the record holds other source). "
                       f"Nothing recorded; run it again and leave the file alone until it finishes.")
-    better = R.metric_spec(goals).get("better", "lower")
+    better = goals.better
     exp = R.next_exp_id(rows)
     best = None if is_baseline else R.best_row(rows, preset, gpu, better)
     current = None if is_baseline else R.current_row(rows, preset, gpu)
@@ -205,14 +205,14 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
 
 def _commit_msg(exp: str, f: dict[str, Any], goals: dict[str, Any], desc: str) -> str:
     q = f.get("quality")
-    name = goals["gate"].get("quality_name", "quality")
+    name = goals.quality_name
     return f"{exp}: {f['median_s']:.4g} s" + (f", {name} {q:.4g}" if isinstance(q, (int, float)) else "") + f": {desc}"
 
 
 def _fmt_metric(rec: dict[str, Any], goals: dict[str, Any]) -> str:
     if rec.get("metric") is None:
         return "-"
-    spec = R.metric_spec(goals)
+    spec = goals.metric_spec
     return f"{rec['metric']:.4g} {spec.get('unit', '')}".strip()
 
 
@@ -232,15 +232,15 @@ def render_plot(goals: dict[str, Any], preset: str, gpu: str) -> Path | None:
 def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] | None) -> str:
     """The median, the range and spread of the timed calls it came from, the quality, and the ratio
     to the baseline in force, with a plain word where the noise is larger than the difference."""
-    row, spec = r["row"], R.metric_spec(goals)
+    row, spec = r["row"], goals.metric_spec
     line = f"  {row['median_s']:.4g} s per call (median of the timed calls)"
-    if spec.get("better") == "higher" and row.get("metric") is not None:
+    if goals.better == "higher" and row.get("metric") is not None:
         line += f" = {row['metric']:.4g} {spec.get('unit', '')}"
     if r.get("range_s"):
         lo, hi = r["range_s"]
         line += f"; the calls ranged {lo:.4g}-{hi:.4g} s (spread {hi - lo:.4g} s, {(hi - lo) / row['median_s']:.0%} of the median)"
     if row.get("quality") is not None:
-        line += f"; {goals['gate'].get('quality_name', 'quality')} {row['quality']:.4g} against the reference"
+        line += f"; {goals.quality_name} {row['quality']:.4g} against the reference"
     if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":
         line += f"\n  {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline on this machine"
         if base is not None and abs(float(base["median_s"]) - row["median_s"]) <= max(float(base["spread_s"]), row["spread_s"]):

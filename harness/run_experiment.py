@@ -81,8 +81,7 @@ BASELINE_DESC = "baseline: the frozen model, fp32 eager (PyTorch defaults), on t
 
 def metric_of(facts: dict[str, Any], goals: dict[str, Any], preset: str) -> tuple[float, float]:
     """(metric, its spread) from a session's timings: seconds, or work per second."""
-    spec = R.metric_spec(goals)
-    if spec.get("better", "lower") == "lower":
+    if goals.better == "lower":
         return facts["median_s"], facts["spread_s"]
     work = float(goals["presets"][preset].get("work_per_call", 1))
     return work / facts["median_s"], work / facts["min_s"] - work / facts["max_s"]
@@ -138,7 +137,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     first = a.rebaseline or base is None
     if not first:
         check_frozen(base, fh)
-    better = R.metric_spec(goals).get("better", "lower")
+    better = goals.better
     best = None if first else R.best_row(rows, preset, gpu, better)
     current = None if first else R.current_row(rows, preset, gpu)
     keeper_dir = None
@@ -231,8 +230,8 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                 if not kf["passed"]:
                     return recs[:1]  # without a baseline there is nothing to judge the candidate against
                 b = recs[0]  # what the candidate is judged against: this baseline, not yet a row
-                keepers = ({"status": "baseline", "exp": "the baseline", "metric": str(b["metric"]),
-                            "median_s": str(kf["median_s"]), "candidate_sha": b["candidate_sha"],
+                keepers = ({"status": "baseline", "exp": "the baseline", "metric": b["metric"],
+                            "median_s": kf["median_s"], "candidate_sha": b["candidate_sha"],
                             "warmup_s": kf.get("warmup_s")},) * 2
             fill(recs[-1], s, cf)
     except C.SetupError as e:
@@ -269,7 +268,7 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
         png = C.root() / "runs" / f"strip_{os.getpid()}.png"
         png.parent.mkdir(parents=True, exist_ok=True)
         title = (f"{desc}\nframe {f['index']} of {f['count']}, the one furthest from the reference: "
-                 f"{s.goals['gate'].get('quality_name', 'quality')} {f['quality']:.1f}")
+                 f"{s.goals.quality_name} {f['quality']:.1f}")
         plots.quality_strip(f["reference"], f["candidate"], png, title=title)
         data = base64.b64encode(png.read_bytes()).decode("ascii")
         png.unlink()

@@ -394,7 +394,7 @@ class Session:
             "input": f"asset {C.input_path(self.preset).name}", "runs": self.runs, "warmup_runs": self.warmup,
             "quality": None, "max_abs": None, "benchmark_quality": None, "benchmark_max_abs": None,
             "fresh_quality": None, "fresh_max_abs": None, "device_busy": None,
-            "quality_name": self.goals["gate"].get("quality_name", "quality"), "checked": [],
+            "quality_name": self.goals.quality_name, "checked": [],
             "want_frame": want_frame, "worker_load_s": self.load_s,
         }
         self._times: list[float] = []

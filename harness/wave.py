@@ -213,7 +213,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
             m["recs"] = [made_here(m, like, gpu_name)]
         m["rec"] = m["recs"][-1]
     baselines = [(m, r) for m in members for r in m["recs"][:-1] if r.get("rebaseline")]
-    better = R.metric_spec(goals).get("better", "lower")
+    better = goals.better
     results, kept = [], None
     if baselines:  # no baseline row for this GPU: the first member's is recorded, the others are printed
         code, facts = X.apply(baselines[0][1], goals)
@@ -239,7 +239,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
                      f"{others} measured one too (printed below, not rows)")
     measured = [(f"{Path(r['candidate_file']).name} ({r['candidate_sha'][:8]})", str(r.get("gpu_index", m["gpu"])),
                  r["facts"]["median_s"]) for m in members for r in m["recs"] if r["outcome"] == "measured"]
-    fair = fairness(measured, goals["noise_threshold"])
+    fair = fairness(measured, goals.noise)
     lines += fair
     lines.append(f"wave wall time {wall:.1f} s (longest member {max(m['wall_s'] for m in members):.1f} s)")
     C.emit(lines, {"wave": tag, "exps": [r["exp"] for r in results], "kept": kept["result"]["exp"] if kept else None,
