@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 if __package__ in (None, ""):
-    sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 
 from harness import _common  # noqa: E402
 

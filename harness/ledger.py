@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import _common as C
-from harness import floor, keep_rule
-from harness import records as R
+from harness import _common
+from harness import floor, keep_rule, leaderboard
+from harness import records
 from harness.record_file import validate_record
 from harness.records import Refused
 from harness.replies import markdown
@@ -33,14 +33,14 @@ def check_committed(repo: Any, goals: dict[str, Any]) -> None:
     if repo is None:
         return
     top = Path(repo.working_tree_dir).resolve()
-    files = [C.goals_path(), C.root() / goals["candidate"], C.root() / goals["adapter"].split(".")[0]]
+    files = [_common.goals_path(), _common.root() / goals["candidate"], _common.root() / goals["adapter"].split(".")[0]]
     rel = [os.path.relpath(p, top) for p in files if p.exists() or p.is_symlink()]
     committed = repo.git.ls_tree("-r", "--name-only", "HEAD", "--", *rel).splitlines() if repo.head.is_valid() else []
     missing = [r for r in rel if not any(c == r or c.startswith(r + "/") for c in committed)]
     missing += repo.git.ls_files("--others", "--exclude-standard", "--", *rel).splitlines()
     if missing:
         raise Refused(f"{', '.join(dict.fromkeys(missing))} not committed: a revert restores {goals['candidate']} from "
-                      f"git and each row names a commit; commit the target first (git add {os.path.relpath(C.root(), top)} "
+                      f"git and each row names a commit; commit the target first (git add {os.path.relpath(_common.root(), top)} "
                       f"&& git commit), then run again")
 
 
@@ -58,7 +58,7 @@ def git_repo() -> Any:
     except ImportError:
         return None
     try:
-        return git.Repo(C.root(), search_parent_directories=True)
+        return git.Repo(_common.root(), search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return None
 
@@ -82,11 +82,11 @@ def _head(repo: Any) -> str:
 
 
 def _saved_best(preset: str) -> Path:
-    return C.root() / "runs" / f"best_{preset}.py"
+    return _common.root() / "runs" / f"best_{preset}.py"
 
 
 def restore(keeper: dict[str, str] | None, target: Path, preset: str, repo: Any) -> str:
-    """Put the current keeper's source (R.current_row; saved at its keep) back into optimize.py;
+    """Put the current keeper's source (records.current_row; saved at its keep) back into optimize.py;
     say where it came from."""
     saved = _saved_best(preset)
     if keeper is not None and keeper["status"] == "keep" and saved.is_file():
@@ -102,29 +102,29 @@ def restore(keeper: dict[str, str] | None, target: Path, preset: str, repo: Any)
         return "optimize.py left as it is (no keeper to restore yet)"
     if target.read_text() == source:
         return f"optimize.py is already {where}"
-    C.atomic_write(target, source)
+    _common.atomic_write(target, source)
     return f"optimize.py restored to {where}"
 
 
 def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) -> tuple[int, dict[str, Any]]:
     """Decide against results.tsv, record, restore or commit. Returns (exit code, facts).
     Under the records lock: a wave or a second --apply never interleaves its rows and commits."""
-    with R.records_lock():
+    with records.records_lock():
         return _apply(rec, goals, rebaseline)
 
 
 def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tuple[int, dict[str, Any]]:
     validate_record(rec, goals)
-    target = (C.root() / goals["candidate"]).resolve()
+    target = (_common.root() / goals["candidate"]).resolve()
     # Whether the target itself was measured (then a revert restores it): compared, never opened.
     measured_target = rec.get("candidate_file") in (None, str(target))
-    rows = R.read_rows()
-    R.check_complete()
+    rows = records.read_rows()
+    records.check_complete()
     preset = rec["preset"]
     f = rec.get("facts") or {}
     gpu = f.get("gpu") or "?"
     is_baseline = rebaseline or bool(rec.get("rebaseline"))
-    base = R.baseline_row(rows, preset, gpu)
+    base = records.baseline_row(rows, preset, gpu)
     if not is_baseline:
         if base is None:
             raise Refused(f"no baseline row for preset {preset} on {gpu}: apply that machine's baseline record first")
@@ -134,16 +134,16 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         raise Refused(f"{target.name} changed while it was being measured (the record holds other source). "
                       f"Nothing recorded; run it again and leave the file alone until it finishes.")
     better = goals.better
-    exp = R.next_exp_id(rows)
-    best = None if is_baseline else R.best_row(rows, preset, gpu, better)
-    current = None if is_baseline else R.current_row(rows, preset, gpu)
+    exp = records.next_exp_id(rows)
+    best = None if is_baseline else records.best_row(rows, preset, gpu, better)
+    current = None if is_baseline else records.current_row(rows, preset, gpu)
     status = rec["outcome"]
     verdict, reproduced = "", False
     if status == "measured":
         if is_baseline:
             status = "baseline"
         else:
-            v = keep_rule.judge_record(rec, goals, best, current, None, C.root() / "records")
+            v = keep_rule.judge_record(rec, goals, best, current, None, _common.root() / "records")
             status, verdict, reproduced = v.status, v.reason, v.reproduced
     base_row = base if not is_baseline else None
     speedup = None
@@ -151,17 +151,17 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         speedup = 1.0
     elif f.get("median_s") and base_row:
         speedup = float(base_row["median_s"]) / f["median_s"]  # the baseline row is fp32 eager
-    record, prof, strip = (C.root() / d / f"{exp}.{ext}" for d, ext in (("records", "json"), ("profiles", "md"), ("quality", "png")))
+    record, prof, strip = (_common.root() / d / f"{exp}.{ext}" for d, ext in (("records", "json"), ("profiles", "md"), ("quality", "png")))
     taken = [x for x in (record, prof, strip) if x.exists()]
     if taken:
-        raise Refused(f"{taken[0].relative_to(C.root())} exists but results.tsv has no row {exp}: nothing is ever "
+        raise Refused(f"{taken[0].relative_to(_common.root())} exists but results.tsv has no row {exp}: nothing is ever "
                       f"written over a record; run python harness/records.py restore")
     repo = git_repo()
     note, commit = "", "-"
     if status == "keep":
-        C.atomic_write(_saved_best(preset), rec["source"])
+        _common.atomic_write(_saved_best(preset), rec["source"])
         if target.read_text() != rec["source"]:
-            C.atomic_write(target, rec["source"])
+            _common.atomic_write(target, rec["source"])
         commit = _commit(repo, [target], _commit_msg(exp, f, goals, rec["desc"])) if repo is not None else "nogit"
     elif status == "baseline":
         commit = _head(repo)  # the frozen baseline file, as committed
@@ -170,35 +170,35 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         note = restore(current, target, preset, repo)
     # A keeper's profile and quality strip go to profiles/ and quality/; its record points at them.
     files = {}
-    if status in R.KEEPERS and rec.get("profile_md"):
+    if status in records.KEEPERS and rec.get("profile_md"):
         files["profile_md"] = (prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1).encode())
-    if status in R.KEEPERS and rec.get("strip_png"):
+    if status in records.KEEPERS and rec.get("strip_png"):
         files["strip_png"] = (strip, base64.b64decode(rec["strip_png"]))
-    pointers = {f"{key.rsplit('_', 1)[0]}_file": {"path": path.relative_to(C.root()).as_posix(), "sha256": C.sha256_bytes(data)}
+    pointers = {f"{key.rsplit('_', 1)[0]}_file": {"path": path.relative_to(_common.root()).as_posix(), "sha256": _common.sha256_bytes(data)}
                 for key, (path, data) in files.items()}
-    # The record first, then the row made from it (R.row_from_record): a row is never without its record.
+    # The record first, then the row made from it (records.row_from_record): a row is never without its record.
     entry = {**{k: v for k, v in rec.items() if k not in files}, **pointers,
              "exp": exp, "status": status, "commit": commit, "speedup_vs_fp32": speedup, "verdict": verdict or None}
-    C.atomic_write(record, json.dumps(entry, indent=1, default=str), exclusive=True)
-    row = R.row_from_record(json.loads(record.read_text()))
-    R.append_row(row)
-    rows = R.read_rows()
-    R.write_leaderboard(rows, goals=goals, here=(preset, gpu))
+    _common.atomic_write(record, json.dumps(entry, indent=1, default=str), exclusive=True)
+    row = records.row_from_record(json.loads(record.read_text()))
+    records.append_row(row)
+    rows = records.read_rows()
+    leaderboard.write_leaderboard(rows, goals=goals, here=(preset, gpu))
     why = rec.get("reason") or verdict
-    R.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
-    written = [R.results_path(), R.leaderboard_path(), R.progress_path(), C.root() / "records"]
+    leaderboard.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
+    written = [records.results_path(), records.leaderboard_path(), records.progress_path(), _common.root() / "records"]
     if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
         print(f"run_experiment: keeper {exp} has no profile in its record; "
               f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
     for path, data in files.values():
-        C.atomic_write(path, data, exclusive=True)
+        _common.atomic_write(path, data, exclusive=True)
         written.append(path)
     png = render_plot(goals, preset, gpu)
     if png:
         written.append(png)
-    if status in R.KEEPERS and repo is not None:
+    if status in records.KEEPERS and repo is not None:
         _commit(repo, written, f"{exp}: record and profile")
-    return (1 if status in R.RED else 0), {
+    return (1 if status in records.RED else 0), {
         "exp": exp, "status": status, "row": row, "best": best, "against": current, "note": note, "verdict": verdict, "reason": rec.get("reason"),
         "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None}
 
@@ -220,7 +220,7 @@ def render_plot(goals: dict[str, Any], preset: str, gpu: str) -> Path | None:
     """This machine's picture (progress/<preset>-<machine>.png): never another machine's."""
     try:
         from harness import plots  # lazy: helper module with matplotlib inside
-        out = plots.render_progress(R.results_path(), plots.progress_path(C.root(), preset, gpu), goals, preset, gpu)
+        out = plots.render_progress(records.results_path(), plots.progress_path(_common.root(), preset, gpu), goals, preset, gpu)
         return Path(out) if out else None
     except ImportError as e:
         print(f"run_experiment: progress plot skipped ({e})", file=sys.stderr)
@@ -251,13 +251,13 @@ def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] |
 def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
     """The last lines of a run: what each row says, in plain words, and what to do next."""
     lines = []
-    rows = R.read_rows()
+    rows = records.read_rows()
     for r in results:
         row = r["row"]
         what = f"{r['exp']}: {r['status'].upper()}  {row['desc']}"
         if row.get("median_s") is not None:
             upto = rows[:next(i for i, x in enumerate(rows) if x["exp"] == r["exp"]) + 1]
-            what += "\n" + timing_line(r, goals, R.baseline_row(upto, row["preset"], row["gpu"]))
+            what += "\n" + timing_line(r, goals, records.baseline_row(upto, row["preset"], row["gpu"]))
         if r.get("reason"):
             what += f"\n  why: {r['reason']}"
         if r.get("verdict"):
@@ -272,7 +272,7 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
                      "or let Claude Code run the loop (README, 'Running it with Claude Code').")
         return lines
     stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"],
-                                             floor.load_peak(row["gpu"]), C.load_adapter(goals), C.root() / "records")
+                                             floor.load_peak(row["gpu"]), _common.load_adapter(goals), _common.root() / "records")
     lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
                  else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
     lines.append("Next: read the keeper's profile (profiles/), change optimize.py, run this again "

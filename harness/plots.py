@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make `harness` importable
-    sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 
 from harness import _common, records  # noqa: E402
 from harness.goals import as_goals  # noqa: E402

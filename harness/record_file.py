@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness import _common as C
-from harness import records as R
+from harness import _common
+from harness import records
 from harness import signing
 from harness.records import Refused
 
@@ -22,8 +22,8 @@ HARNESS = Path(__file__).resolve().parent
 def check_record_out(path: Path) -> None:
     """A record file is a new .json outside the files the harness trusts (its code, goals, records)."""
     out = path.resolve()
-    trusted = [HARNESS, *(C.root().resolve() / d for d in ("harness", "records", "profiles", "quality"))]
-    if out.suffix != ".json" or out == C.goals_path() or any(out.is_relative_to(t) for t in trusted):
+    trusted = [HARNESS, *(_common.root().resolve() / d for d in ("harness", "records", "profiles", "quality"))]
+    if out.suffix != ".json" or out == _common.goals_path() or any(out.is_relative_to(t) for t in trusted):
         raise Refused(f"--record-out {path}: a record goes to a .json file of its own, not over goals.json, "
                       "harness/, records/, profiles/ or quality/")
 
@@ -31,7 +31,7 @@ def check_record_out(path: Path) -> None:
 def write_record_file(path: Path, recs: list[dict[str, Any]]) -> None:
     """A --measure-only result: the experiments and their signature (harness/signing.py)."""
     body = {"experiments": recs}
-    C.atomic_write(path, json.dumps({**body, "signature": signing.sign(body)}, indent=1, default=str))
+    _common.atomic_write(path, json.dumps({**body, "signature": signing.sign(body)}, indent=1, default=str))
 
 
 def read_record_file(path: Path, goals: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,7 +55,7 @@ def read_record_file(path: Path, goals: dict[str, Any]) -> list[dict[str, Any]]:
 HEX = re.compile(r"^[0-9a-f]{8,64}$")
 
 
-OUTCOMES = ("measured", *R.RED)
+OUTCOMES = ("measured", *records.RED)
 
 
 def _text(v: Any) -> bool:

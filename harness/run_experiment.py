@@ -65,11 +65,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
-from harness import _common as C  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+from harness import _common  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
-from harness import records as R  # noqa: E402
+from harness import records  # noqa: E402
 from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
 from harness.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
 from harness.records import Refused  # noqa: E402
@@ -93,7 +93,7 @@ rerun_of = keep_rule.rerun_of
 def acquire_lock() -> Any:
     """One experiment (or one wave, harness/wave.py) at a time per checkout: a second one refuses
     at once instead of measuring beside the first (both numbers would be wrong)."""
-    f = R.lock_file(C.root() / "runs" / "run_experiment.lock", wait=False)
+    f = records.lock_file(_common.root() / "runs" / "run_experiment.lock", wait=False)
     if isinstance(f, str):
         raise Refused(f"another experiment is running in this checkout ({f}); wait for it to finish")
     return f
@@ -109,11 +109,11 @@ def device_slot() -> str:
 def device_lock() -> Any:
     """Two measurements never share a GPU: whoever measures holds runs/device_<slot>.lock, and a
     second measurement on that GPU waits for it (a wave's members queue this way)."""
-    path = C.root() / "runs" / f"device_{device_slot()}.lock"
-    f = R.lock_file(path, wait=False)
+    path = _common.root() / "runs" / f"device_{device_slot()}.lock"
+    f = records.lock_file(path, wait=False)
     if isinstance(f, str):
         print(f"run_experiment: GPU {device_slot()} is measuring ({f}); waiting for it", file=sys.stderr)
-        f = R.lock_file(path, wait=True)
+        f = records.lock_file(path, wait=True)
     return f
 
 
@@ -124,26 +124,26 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     The candidate is timed in alternation with the code it would replace (harness/alternate.py):
     the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper, when
     --best-median names the figure to beat, or when the keeper's source is nowhere to be found."""
-    device = a.device or C.default_device()
-    preset = C.pick_preset(goals, a.preset, device)
-    cand = (a.candidate or C.root() / goals["candidate"]).resolve()
+    device = a.device or _common.default_device()
+    preset = _common.pick_preset(goals, a.preset, device)
+    cand = (a.candidate or _common.root() / goals["candidate"]).resolve()
     if not cand.is_file():
         raise Refused(f"candidate file not found: {cand}")
-    rows = R.read_rows()
-    gpu = C.env_info(device)["gpu"]
-    frozen = C.frozen_files()
-    fh = C.frozen_hash(frozen)
-    base = R.baseline_row(rows, preset, gpu)
+    rows = records.read_rows()
+    gpu = _common.env_info(device)["gpu"]
+    frozen = _common.frozen_files()
+    fh = _common.frozen_hash(frozen)
+    base = records.baseline_row(rows, preset, gpu)
     first = a.rebaseline or base is None
     if not first:
         check_frozen(base, fh)
     better = goals.better
-    best = None if first else R.best_row(rows, preset, gpu, better)
-    current = None if first else R.current_row(rows, preset, gpu)
+    best = None if first else records.best_row(rows, preset, gpu, better)
+    current = None if first else records.current_row(rows, preset, gpu)
     keeper_dir = None
     if first:
         keeper = BASELINE
-    elif a.best_median is not None or rerun_of(C.sha256_bytes(cand.read_bytes())[:16], best, current):
+    elif a.best_median is not None or rerun_of(_common.sha256_bytes(cand.read_bytes())[:16], best, current):
         keeper = None
     else:
         keeper, keeper_dir = keeper_file(current, goals)
@@ -153,7 +153,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     finally:
         if keeper_dir is not None:
             shutil.rmtree(keeper_dir, ignore_errors=True)
-    after = C.frozen_files()
+    after = _common.frozen_files()
     if after != frozen:
         changed = sorted(k for k in set(frozen) | set(after) if frozen.get(k) != after.get(k))
         for rec in recs:
@@ -172,12 +172,12 @@ def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[
     if current is None:
         return None, None
     if current["status"] == "baseline":
-        return (BASELINE, None) if C.sha256_bytes(BASELINE.read_bytes())[:16] == current["candidate_sha"] else (None, None)
+        return (BASELINE, None) if _common.sha256_bytes(BASELINE.read_bytes())[:16] == current["candidate_sha"] else (None, None)
     try:
-        source = json.loads((C.root() / "records" / f"{current['exp']}.json").read_text())["source"]
+        source = json.loads((_common.root() / "records" / f"{current['exp']}.json").read_text())["source"]
     except (OSError, ValueError, KeyError, TypeError):
         return None, None
-    if not isinstance(source, str) or C.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
+    if not isinstance(source, str) or _common.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
         return None, None
     folder = Path(tempfile.mkdtemp(prefix="auto-optim-keeper-"))
     path = folder / Path(goals["candidate"]).name
@@ -193,20 +193,20 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
     from harness.session import Session
 
     def new_rec(path: Path, desc: str, is_baseline: bool) -> dict[str, Any]:
-        return {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": R.utc_now(),
+        return {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": records.utc_now(),
                 "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "profile": None,
                 "strip_png": None, "gpu_index": device_slot()}
 
     def fill(rec: dict[str, Any], s: Any, facts: dict[str, Any]) -> None:
         out = facts.pop("_bench_out", None)
         rec["source"] = s.source.decode()
-        rec["candidate_sha"] = C.sha256_bytes(s.source)[:16]
+        rec["candidate_sha"] = _common.sha256_bytes(s.source)[:16]
         rec["facts"] = facts
         rec["outcome"] = "measured" if facts["passed"] else facts["status"]
         rec["reason"] = facts["reason"]
         if facts["passed"]:
             rec["metric"], rec["metric_spread"] = metric_of(facts, goals, preset)
-            rec["would_be"] = "baseline" if rec["rebaseline"] else keep_rule.judge_record(rec, goals, *keepers, figure, C.root() / "records").status
+            rec["would_be"] = "baseline" if rec["rebaseline"] else keep_rule.judge_record(rec, goals, *keepers, figure, _common.root() / "records").status
             if not rec["rebaseline"]:
                 rec["strip_png"] = quality_strip_b64(s, out, rec["desc"])
             if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
@@ -234,7 +234,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                             "median_s": kf["median_s"], "candidate_sha": b["candidate_sha"],
                             "warmup_s": kf.get("warmup_s")},) * 2
             fill(recs[-1], s, cf)
-    except C.SetupError as e:
+    except _common.SetupError as e:
         raise Refused(str(e)) from None
     return recs
 
@@ -242,8 +242,8 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
 def pairs(goals: dict[str, Any], preset: str, s: Any) -> int:
     """Timed pairs: the preset's timed_runs, at least keep_rule.MIN_PAIRS, as far as the pool allows
     (each call gets a fresh input; a keeper's profile takes two more)."""
-    want = max(keep_rule.MIN_PAIRS, int(goals["presets"][preset].get("timed_runs", C.MIN_RUNS)))
-    return max(C.MIN_RUNS, min(want, len(s.pool) + 1 - s.warmup - 2))
+    want = max(keep_rule.MIN_PAIRS, int(goals["presets"][preset].get("timed_runs", _common.MIN_RUNS)))
+    return max(_common.MIN_RUNS, min(want, len(s.pool) + 1 - s.warmup - 2))
 def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """The keeper's profile as markdown, and the figures the stop rule reads (harness/floor.py)."""
     from harness import profile
@@ -265,7 +265,7 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
         from harness.verify import worst_frame
 
         f = worst_frame(s.adapter, out, s.bench_ref.cpu(), s.goals["gate"])
-        png = C.root() / "runs" / f"strip_{os.getpid()}.png"
+        png = _common.root() / "runs" / f"strip_{os.getpid()}.png"
         png.parent.mkdir(parents=True, exist_ok=True)
         title = (f"{desc}\nframe {f['index']} of {f['count']}, the one furthest from the reference: "
                  f"{s.goals.quality_name} {f['quality']:.1f}")
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path, help="default: goals.json's candidate (optimize.py); never modified")
     p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--timeout", type=C.seconds, help="seconds allowed for the build and for each call")
+    p.add_argument("--timeout", type=_common.seconds, help="seconds allowed for the build and for each call")
     p.add_argument("--no-profile", action="store_true", help="skip profiling a keeper")
     p.add_argument("--unsandboxed", action="store_true",
                    help="run the candidate without a sandbox where none can be had (the row says so)")
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--apply", type=Path, metavar="RECORD.json", help="record a --measure-only result here")
     a = p.parse_args(argv)
     try:
-        goals = C.load_goals()
+        goals = _common.load_goals()
         # Measuring alone (a wave member, a cloud run) records nothing: it needs only its GPU.
         lock = None if a.measure_only else acquire_lock()
         if not a.measure_only:
@@ -313,14 +313,14 @@ def main(argv: list[str] | None = None) -> int:
             if a.record_out:
                 check_record_out(a.record_out)
             if not a.measure_only:
-                R.check_complete()  # before minutes of measuring: apply checks again under its lock
+                records.check_complete()  # before minutes of measuring: apply checks again under its lock
             with device_lock():
                 recs = measure(a, goals)
             for rec in recs:
                 rec["no_profile"] = a.no_profile
             if a.measure_only:
                 write_record_file(a.record_out, recs)
-                C.emit([f"record written to {a.record_out}: " + ", ".join(f"{r['desc']!r} {r['outcome']}"
+                _common.emit([f"record written to {a.record_out}: " + ", ".join(f"{r['desc']!r} {r['outcome']}"
                         + (f" (would be {r['would_be']})" if "would_be" in r else "") for r in recs),
                         f"apply it in the git checkout: python harness/run_experiment.py --apply {a.record_out.name}"],
                        {"record": str(a.record_out), "outcomes": [r["outcome"] for r in recs]})
@@ -331,12 +331,12 @@ def main(argv: list[str] | None = None) -> int:
             code = max(code, done)
             results.append(facts)
         lock.close()
-    except (Refused, C.SetupError) as e:
+    except (Refused, _common.SetupError) as e:
         print(f"run_experiment: refused: {e}", file=sys.stderr)
-        C.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
+        _common.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
         return 2
     last = results[-1]
-    C.emit(summary(results, goals), {"exp": last["exp"], "status": last["status"], "exps": [r["exp"] for r in results],
+    _common.emit(summary(results, goals), {"exp": last["exp"], "status": last["status"], "exps": [r["exp"] for r in results],
                                      **{k: v for k, v in last["row"].items() if k not in ("exp", "status")},
                                      "best_before": last["best"]["exp"] if last["best"] else None,
                                      "reason": last.get("reason"), "restore": last.get("note"), "verdict": last.get("verdict")})
@@ -344,5 +344,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(C.run_cli(main, "run_experiment", "nothing recorded for the experiment in progress; "
+    sys.exit(_common.run_cli(main, "run_experiment", "nothing recorded for the experiment in progress; "
                                                "the rows recorded before it stay"))

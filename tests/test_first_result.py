@@ -52,7 +52,7 @@ def test_first_run_reads_honestly(tmp_path: Path) -> None:
     assert re.search(r"kept: faster than e001 by \d+\.\d% \(9\d% CI \+[\d.]+%\.\.\+[\d.]+%, 6 alternating pairs\), "
                      r"beyond the 1% noise threshold", out), out
     assert "Stop rule" not in out and "floor" not in out  # a CPU run: neither means anything
-    cpu_png = ws / "progress" / f"tiny-{R.C.slug(f['gpu'])}.png"
+    cpu_png = ws / "progress" / f"tiny-{R._common.slug(f['gpu'])}.png"
     assert cpu_png.read_bytes().startswith(b"\x89PNG") and gpu_png.read_bytes() == b"the GPU's picture"
     assert "progress/full-nvidia" not in git(ws, "log", "--name-only", "--format=")  # not committed over either
     assert not (ws / "progress.png").exists()

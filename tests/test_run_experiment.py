@@ -22,6 +22,7 @@ from conftest import make_toy, use
 from harness import records as R
 from harness import run_experiment
 from harness import keep_rule as K
+from harness import leaderboard
 
 DELAY = 0.4                      # the frozen toy model's cost per call
 SLOW, MEDIUM, FAST = 0.6, 0.2, 0.05
@@ -131,19 +132,19 @@ def test_records_append_only(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         R.append_row(base | {"status": "great"}, path)
     path.write_text(after + "broken line\n")  # a damaged file is refused, not extended, and says how to repair it
-    with pytest.raises(R.C.SetupError, match="repair it by hand"):
+    with pytest.raises(R._common.SetupError, match="repair it by hand"):
         R.append_row(base, path)
     prog = tmp_path / "PROGRESS.md"
-    R.append_progress("e001 baseline", prog)
-    R.append_progress("e002 keep", prog)
+    leaderboard.append_progress("e001 baseline", prog)
+    leaderboard.append_progress("e002 keep", prog)
     text = prog.read_text()
     assert "## Dead ends" in text and text.endswith("## Log\n\n- e001 baseline\n- e002 keep\n")
-    md = R.write_leaderboard(got, tmp_path / "leaderboard.md")
+    md = leaderboard.write_leaderboard(got, tmp_path / "leaderboard.md")
     assert "Generated" in md and md.index("| e002 |") < md.index("| e001 |")
     # A new baseline starts a comparison: its keepers are ranked first, apart from the faster e002.
     later = got + [got[0] | {"exp": "e003", "median_s": "2.0", "metric": "2.0"},
                    got[0] | {"exp": "e004", "status": "keep", "median_s": "1.5", "metric": "1.5"}]
-    md = R.write_leaderboard(later, tmp_path / "leaderboard.md")
+    md = leaderboard.write_leaderboard(later, tmp_path / "leaderboard.md")
     assert md.index("| 1 | e004 |") < md.index("| 2 | e003 |") < md.index("Earlier comparisons") < md.index("| 1 | e002 |")
 
 
@@ -192,7 +193,7 @@ def test_flow(tmp_path: Path) -> None:
     rec = json.loads((ws / "records" / "e002.json").read_text())
     assert "strip_png" not in rec and "profile_md" not in rec and rec["verdict"].startswith("kept: faster than e001")
     for key, path in (("strip_file", strip), ("profile_file", ws / "profiles" / "e002.md")):
-        assert rec[key] == {"path": path.relative_to(ws).as_posix(), "sha256": R.C.sha256_bytes(path.read_bytes())}
+        assert rec[key] == {"path": path.relative_to(ws).as_posix(), "sha256": R._common.sha256_bytes(path.read_bytes())}
 
     for text, status, extra in [(candidate(SLOW), "revert", []),                      # slower
                                 (candidate(FAST, body="return model(x) * 0.5"), "gate_fail", []),
