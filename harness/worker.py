@@ -92,13 +92,11 @@ class Worker:
 
     def deliver(self, y: Any) -> str | None:
         """Copy an output into the shared buffer; the reason it cannot be, or None."""
-        torch = self.torch
-        if not isinstance(y, torch.Tensor):
-            return f"output is {type(y).__name__}, not a tensor"
-        if tuple(y.shape) != tuple(self.out.shape):
-            return f"output shape {tuple(y.shape)} != expected {tuple(self.out.shape)}"
-        if y.dtype != self.out.dtype:
-            return f"output dtype {y.dtype} != expected {self.out.dtype}"
+        from harness.tensor_checks import output_mismatch
+
+        why = output_mismatch(y, self.out.shape, self.out.dtype, "expected")
+        if why:
+            return why
         self.out.copy_(y)
         self.sync()
         return None
