@@ -1,4 +1,4 @@
-"""Run one experiment: measure in one sandboxed worker -> decide -> record (-> commit + profile).
+"""Run one experiment: measure (the candidate beside its keeper) -> decide -> record (-> commit + profile).
 
 Usage:
     python harness/run_experiment.py --desc "bf16 weights" [--preset P] [--candidate FILE]
@@ -12,14 +12,13 @@ a run with --rebaseline, first measures the frozen model's own fp32 eager forwar
 (harness/baselines/fp32_eager.py) and records it as the `baseline` row; then the candidate is
 measured against it. So the first thing a user sees is a true ratio over fp32 eager.
 
-The keep rule. A candidate is kept only if every call passed the gate and its metric (goals.json
-"metric": a median latency, or a throughput) beats the best keeper since that baseline by more
-than the noise threshold and by more than either one's spread; or, where goals.json has a
-"warmup_gain", if its metric is no worse than the best's beyond the noise threshold and its
-warm-up (build + first calls, in a fresh worker whose compiler caches start empty) is shorter than
-the current keeper's (the latest keep, whose source optimize.py holds) by at least that
-fraction. A keeper's source becomes optimize.py (goals.json "candidate") and is committed, then
-profiled in the same worker. Anything else leaves optimize.py at the current keeper: after a
+The keep rule (harness/keep_rule.py, the one place it is decided). The candidate is timed in
+alternation with the code it would replace, the current keeper (the latest keep since the
+baseline, whose source optimize.py holds; on a first run the baseline), each in a worker of its
+own (harness/alternate.py); it is kept if every call passed the gate and the confidence interval
+of its paired gain clears goals.json noise_threshold, or by the warm-up rule ("warmup_gain").
+A keeper's source becomes optimize.py (goals.json "candidate") and is committed, then profiled in
+the same worker. Anything else leaves optimize.py at the current keeper: after a
 revert of an edited optimize.py it is put back; a --candidate file is never modified. The best or
 the current keeper's own source measured again (on a fresh machine, say) is a `rerun`, with its
 distance from that keeper.

@@ -15,8 +15,9 @@ experiment refuses while it runs, and the other way round.
 
 Judging. When every member is done its records go through run_experiment's apply, in a fixed
 order: failed members first (member order), then passing members best metric first. So the keep
-rule is one experiment's: the best passing member is judged against the best keeper, each later
-one against the result, and at most one is kept (committed as optimize.py; a candidate file is
+rule is one experiment's: the best passing member is judged against the current keeper (timed
+beside it on its GPU), each later one against the result (by its recorded figure: the keeper it
+was timed beside is no longer current), and at most one is kept (committed as optimize.py; a candidate file is
 never modified). Every member is a row; its desc names the wave, member and GPU. A member whose
 measuring process dies (host out of memory, a harness crash) or outlives --member-wall is a
 `crash` / `timeout` row made here; the others go on. With no baseline row for this GPU yet, every
