@@ -224,7 +224,7 @@ def verdict_for_rows(rows: list[dict[str, str]], goals: dict[str, Any], preset: 
         rec = json.loads((records_dir / f"{best['exp']}.json").read_text())
     except (OSError, json.JSONDecodeError):
         rec = {}
-    facts = dict(rec.get("facts") or {"median_s": float(best["median_s"])})
+    facts = dict(rec.get("facts") or {"median_s": records.Row.of(best).median_s})
     if facts.get("floor_s") is None:  # recorded before the machine was probed, or before floors
         annotate(facts, goals, adapter, goals["presets"][preset]["input_shape"], peak)
     prof = rec.get("profile") or {}

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.goals import as_goals
+from harness.records import Row
 
 CONFIDENCE = 0.95     # the interval printed and used, where the pairs allow it (below: the most they allow)
 MIN_PAIRS = 6         # the fewest pairs whose widest interval reaches CONFIDENCE (1 - 2/2^6 = 96.9%)
@@ -166,14 +167,12 @@ def judge(facts: dict[str, Any], metric: float, noise: float, better: str, keepe
 # --- from results.tsv rows and records to judge()'s arguments ------------------------------------
 
 def keeper_of(row: dict[str, Any] | None) -> Keeper | None:
+    """A results.tsv row (records.Row), or the first run's baseline not yet a row, as a Keeper."""
     if row is None:
         return None
-    return Keeper(row["exp"], str(row.get("candidate_sha") or ""), _metric_value(row))
-
-
-def _metric_value(row: dict[str, Any]) -> float:
-    """The row's metric (seconds for a latency, work per second for a throughput); legacy rows: median_s."""
-    return float(row["metric"] if row.get("metric", "-") not in ("-", "", None) else row["median_s"])
+    metric = row.get("metric")
+    value = float(metric) if isinstance(metric, (int, float)) else Row.of(row).metric_value
+    return Keeper(row["exp"], str(row.get("candidate_sha") or ""), value)
 
 
 def is_rerun(candidate_sha: str, row: dict[str, Any] | None) -> bool:

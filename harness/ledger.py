@@ -150,7 +150,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     if status == "baseline":
         speedup = 1.0
     elif f.get("median_s") and base_row:
-        speedup = float(base_row["median_s"]) / f["median_s"]  # the baseline row is fp32 eager
+        speedup = records.Row.of(base_row).median_s / f["median_s"]  # the baseline row is fp32 eager
     record, prof, strip = (_common.root() / d / f"{exp}.{ext}" for d, ext in (("records", "json"), ("profiles", "md"), ("quality", "png")))
     taken = [x for x in (record, prof, strip) if x.exists()]
     if taken:
@@ -243,7 +243,8 @@ def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] |
         line += f"; {goals.quality_name} {row['quality']:.4g} against the reference"
     if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":
         line += f"\n  {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline on this machine"
-        if base is not None and abs(float(base["median_s"]) - row["median_s"]) <= max(float(base["spread_s"]), row["spread_s"]):
+        base = records.Row.of(base) if base is not None else None
+        if base is not None and abs(base.median_s - row["median_s"]) <= max(base.spread_s or 0.0, row["spread_s"]):
             line += f" ({base['exp']}), within the noise: the timed calls spread more than the two medians differ"
     return line
 

@@ -54,6 +54,50 @@ REPAIR = (f"{RESTORE} rebuilds it from git's last commit and records/ (it drops 
           "shows what changed), or repair it by hand: every line needs {n} tab-separated cells")
 
 
+NUMBERS = ("median_s", "spread_s", "quality", "max_abs", "speedup_vs_fp32", "wall_s", "metric")
+
+
+class Row(dict):
+    """One results.tsv row. As a mapping, its cells as written (row["median_s"] is the text in the
+    file, "-" for nothing); as attributes, what they mean: row.median_s is a float or None, and
+    row.metric_value the figure the keep rule and the leaderboard compare."""
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> "Row":
+        return row if isinstance(row, Row) else cls(row)
+
+    def number(self, column: str) -> float | None:
+        text = self.get(column)
+        if text in (None, "", "-"):
+            return None
+        try:
+            return float(text)
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def median_s(self) -> float | None:
+        return self.number("median_s")
+
+    @property
+    def spread_s(self) -> float | None:
+        return self.number("spread_s")
+
+    @property
+    def quality(self) -> float | None:
+        return self.number("quality")
+
+    @property
+    def speedup_vs_fp32(self) -> float | None:
+        return self.number("speedup_vs_fp32")
+
+    @property
+    def metric_value(self) -> float:
+        """Seconds for a latency, work per second for a throughput; legacy rows: median_s."""
+        value = self.number("metric")
+        return value if value is not None else float(self["median_s"])
+
+
 def results_path() -> Path:
     return _common.root() / "results.tsv"
 
@@ -91,7 +135,7 @@ def _parse(text: str, path: Path) -> list[tuple[str, dict[str, str]]]:
         if len(cells) != len(COLUMNS) and (full or len(cells) != len(LEGACY_COLUMNS)):
             raise SetupError(f"{path} line {n} has {len(cells)} cells, expected {len(COLUMNS)} "
                              f"(a cut-off or hand-edited line?); " + repair)
-        out.append((line + "\n", dict(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells))))))
+        out.append((line + "\n", Row(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells))))))
     return out
 
 
@@ -292,7 +336,7 @@ def current_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None)
 
 def metric_value(row: dict[str, str]) -> float:
     """The row's metric (seconds for a latency, tokens/s for a throughput); legacy rows: median_s."""
-    return float(row["metric"] if row.get("metric", "-") not in ("-", "") else row["median_s"])
+    return Row.of(row).metric_value
 
 
 def sort_key(row: dict[str, str], better: str) -> float:

@@ -6,13 +6,14 @@ their own sleep by it, so a run with a smaller TOY_DELAY_S is a run in a lucky (
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import make_toy
+from conftest import make_toy, use
 from harness import records as R
 
 NORMAL = 0.4
@@ -74,3 +75,18 @@ def test_a_keeper_with_a_wide_spread_blocks_no_later_keep(tmp_path: Path) -> Non
     assert rc == 0 and f["status"] == "keep", out
     assert f["verdict"].startswith("kept: faster than e002 by"), f["verdict"]
     assert [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "keep", "keep"]
+
+
+def test_measure_leaves_its_arguments_alone(tmp_path: Path) -> None:
+    """measure() once cleared --best-median on the args it was given, after a first run's baseline."""
+    from harness import _common, run_experiment
+
+    ws = make_toy(tmp_path / "toy")
+    a = argparse.Namespace(desc="x", preset=None, candidate=None, device="cpu", timeout=None, no_profile=True,
+                           unsandboxed=False, rebaseline=False, best_median=0.5, measure_only=True, record_out=None,
+                           apply=None)
+    before = dict(vars(a))
+    with use(ws):
+        recs = run_experiment.measure(a, _common.load_goals())
+    assert vars(a) == before and [r["outcome"] for r in recs] == ["measured", "measured"]
+    assert recs[1]["facts"]["paired"]["keeper_times_s"]  # the baseline was timed beside it

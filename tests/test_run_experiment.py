@@ -313,3 +313,12 @@ def test_after_a_warm_up_keep_the_current_keeper_is_the_reference(tmp_path: Path
     assert K.judge_record(rec, goals, best, best | {"warmup_s": 28.8}).status == "keep"  # what e044's figure would say
     R.append_row(row | {"exp": "e048", "status": "baseline", "median_s": 9.9, "metric": 9.9, "candidate_sha": "b"}, path)
     assert R.current_row(R.read_rows(path), "full", "H100")["exp"] == "e048"  # a new baseline starts over
+
+
+def test_rows_read_as_numbers(tmp_path: Path) -> None:
+    """A row's cells stay the text in the file; its attributes are the numbers they mean."""
+    path = tmp_path / "results.tsv"
+    R.append_row({"exp": "e001", "status": "baseline", "median_s": 2.5, "spread_s": 0.1, "preset": "tiny", "gpu": "g"}, path)
+    row = R.read_rows(path)[0]
+    assert isinstance(row, R.Row) and row["median_s"] == "2.5" and row.median_s == 2.5 and row.quality is None
+    assert row.metric_value == 2.5 == R.metric_value(dict(row))  # a legacy row (no metric): its median
