@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.goals import as_goals
-from harness.records import Row
+from harness.row import Row
 
 CONFIDENCE = 0.95     # the interval printed and used, where the pairs allow it (below: the most they allow)
 MIN_PAIRS = 6         # the fewest pairs whose widest interval reaches CONFIDENCE (1 - 2/2^6 = 96.9%)

@@ -32,6 +32,7 @@ from typing import Any, Iterator
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import _common  # noqa: E402
+from harness.row import Row  # noqa: E402,F401 - read_rows' type, named here for its callers
 
 SetupError = _common.SetupError
 
@@ -52,50 +53,6 @@ HEADER = "\t".join(COLUMNS) + "\n"
 RESTORE = "python harness/records.py restore"
 REPAIR = (f"{RESTORE} rebuilds it from git's last commit and records/ (it drops no row; git diff results.tsv "
           "shows what changed), or repair it by hand: every line needs {n} tab-separated cells")
-
-
-NUMBERS = ("median_s", "spread_s", "quality", "max_abs", "speedup_vs_fp32", "wall_s", "metric")
-
-
-class Row(dict):
-    """One results.tsv row. As a mapping, its cells as written (row["median_s"] is the text in the
-    file, "-" for nothing); as attributes, what they mean: row.median_s is a float or None, and
-    row.metric_value the figure the keep rule and the leaderboard compare."""
-
-    @classmethod
-    def of(cls, row: dict[str, Any]) -> "Row":
-        return row if isinstance(row, Row) else cls(row)
-
-    def number(self, column: str) -> float | None:
-        text = self.get(column)
-        if text in (None, "", "-"):
-            return None
-        try:
-            return float(text)
-        except (TypeError, ValueError):
-            return None
-
-    @property
-    def median_s(self) -> float | None:
-        return self.number("median_s")
-
-    @property
-    def spread_s(self) -> float | None:
-        return self.number("spread_s")
-
-    @property
-    def quality(self) -> float | None:
-        return self.number("quality")
-
-    @property
-    def speedup_vs_fp32(self) -> float | None:
-        return self.number("speedup_vs_fp32")
-
-    @property
-    def metric_value(self) -> float:
-        """Seconds for a latency, work per second for a throughput; legacy rows: median_s."""
-        value = self.number("metric")
-        return value if value is not None else float(self["median_s"])
 
 
 def results_path() -> Path:

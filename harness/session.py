@@ -164,6 +164,7 @@ class Session(Measuring):
 
     def __exit__(self, *exc: Any) -> None:
         if self.worker is not None:
+            self.resume()  # a worker stopped beside another (alternate.py) must hear "exit"
             self.worker.close()
             self.worker = None
         for b in self.buffers:
