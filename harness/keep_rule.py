@@ -161,7 +161,10 @@ def judge(facts: dict[str, Any], metric: float, noise: float, better: str, keepe
         c = compare(times, keeper_seconds=seconds)
     if warmup is not None and not warmup[1]:
         warmup = None
-    return verdict(c, noise, warmup, name)
+    v = verdict(c, noise, warmup, name)
+    if not c.paired and facts.get("paired_error"):  # why it was not measured beside its keeper
+        v = Verdict(v.status, f"{v.reason} ({facts['paired_error']})", c)
+    return v
 
 
 # --- from results.tsv rows and records to judge()'s arguments ------------------------------------

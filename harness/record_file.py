@@ -110,7 +110,7 @@ RECORD_FIELDS: dict[str, Any] = {
 FACT_NUMBERS = ("median_s", "spread_s", "min_s", "max_s", "warmup_s", "max_abs")
 
 
-FACT_TEXT = ("gpu", "weights_kind", "torch", "cuda", "cudnn", "sandbox")
+FACT_TEXT = ("gpu", "weights_kind", "torch", "cuda", "cudnn", "sandbox", "paired_error")
 
 
 def validate_record(rec: Any, goals: dict[str, Any]) -> None:
