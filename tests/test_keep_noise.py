@@ -90,3 +90,31 @@ def test_measure_leaves_its_arguments_alone(tmp_path: Path) -> None:
         recs = run_experiment.measure(a, _common.load_goals())
     assert vars(a) == before and [r["outcome"] for r in recs] == ["measured", "measured"]
     assert recs[1]["facts"]["paired"]["keeper_times_s"]  # the baseline was timed beside it
+
+
+def test_the_idle_worker_is_stopped_with_all_it_started(tmp_path: Path) -> None:
+    """alternate.py freezes the worker not being timed, its children included (a candidate's helper
+    process must not run beside the keeper's calls), and wakes it for its own."""
+    import signal
+    import time
+
+    from harness import process
+
+    proc = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30; wait"], start_new_session=True)
+    try:
+        time.sleep(0.3)
+        tree = process.descendants(proc.pid)
+        assert len(tree) >= 3  # sh and its two sleeps
+
+        def states() -> set[str]:
+            return {Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in tree}
+
+        process.signal_tree(proc.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        assert states() == {"T"}
+        process.signal_tree(proc.pid, signal.SIGCONT)
+        time.sleep(0.2)
+        assert "T" not in states()
+    finally:
+        process.signal_tree(proc.pid, signal.SIGKILL)  # this tree only
+        proc.wait()
