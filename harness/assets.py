@@ -1,12 +1,16 @@
 """The target's asset files: the benchmark input, its strict-fp32 reference and the pool of fresh
 inputs with their references (assets/, made by harness/prepare.py), each checked when loaded
-against the model code and weights it was made with. What the worker may never read is here too.
+against the model code and weights it was made with; what the worker may never read; and
+strict_fp32, the numerics every reference is computed in (here and, where the reference follows
+the output, in the session after each call).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -163,3 +167,26 @@ def load_pool(goals: dict[str, Any], adapter: ModuleType, preset: str, device: s
                      "output": None if follows else asset["output"].to(device),
                      "strict": follows or (asset.get("meta") or {}).get("precision") == "strict-fp32"})
     return pool
+
+
+@contextlib.contextmanager
+def strict_fp32() -> Iterator[None]:
+    """TF32 off and deterministic algorithms on, restoring the previous settings afterwards (the
+    environment too: a worker started later by this process must not inherit the cuBLAS setting)."""
+    set_env = "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled(), torch.backends.cudnn.benchmark)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[0], saved[1]
+        torch.use_deterministic_algorithms(saved[2], warn_only=saved[3])
+        torch.backends.cudnn.benchmark = saved[4]
+        if set_env:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)

@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from harness import _common  # noqa: E402
-from harness.make_reference import strict_fp32  # noqa: E402
+from harness.assets import strict_fp32  # noqa: E402
 
 # Tears of Steel (c) Blender Foundation, mango.blender.org, CC-BY 3.0. The 1080p cut is 1920x800,
 # tall enough for the full preset's 704 rows (the 720p cut is only 534 rows).

@@ -34,35 +34,13 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 import torch  # noqa: E402
 
 from harness import _common  # noqa: E402
-
-
-@contextlib.contextmanager
-def strict_fp32() -> Iterator[None]:
-    """TF32 off and deterministic algorithms on, restoring the previous settings afterwards (the
-    environment too: a worker started later by this process must not inherit the cuBLAS setting)."""
-    set_env = "CUBLAS_WORKSPACE_CONFIG" not in os.environ
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-             torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled(), torch.backends.cudnn.benchmark)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = False
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[0], saved[1]
-        torch.use_deterministic_algorithms(saved[2], warn_only=saved[3])
-        torch.backends.cudnn.benchmark = saved[4]
-        if set_env:
-            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+from harness.assets import strict_fp32  # noqa: E402
 
 
 def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor, device: str,

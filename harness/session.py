@@ -49,7 +49,7 @@ import torch
 from harness import _common
 from harness import landlock, process, replies, sandbox, signing, worker_process
 from harness.measuring import Measuring
-from harness.make_reference import strict_fp32
+from harness.assets import strict_fp32
 from harness.worker_process import Failed, WorkerProcess
 from harness.shared import SharedBuffer
 
