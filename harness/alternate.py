@@ -9,7 +9,9 @@ everything it started, is stopped (SIGSTOP) for the whole call, so it cannot tak
 GPU's queue from its rival. Work a worker queued on the GPU before saying "done" could still run
 into the rival's call: before each call the harness waits until NVML reads the GPU idle, and a
 worker that leaves it busy fails (harness/busy.py wait_idle). Every call is the same call as in a
-measurement alone: a fresh input, checked.
+measurement alone: a fresh input, checked. (Unsandboxed, a person's choice, a process the worker
+double-forked is adopted by the harness and is not stopped with it; in the sandbox it stays in the
+worker's PID namespace, below the worker.)
 """
 
 from __future__ import annotations
