@@ -11,7 +11,6 @@ import hashlib
 import importlib
 import importlib.util
 import json
-import linecache
 import math
 import os
 import platform
@@ -23,20 +22,12 @@ from typing import Any
 
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-# Appended, never first: the root is where the agent writes, and a file planted there (torch.py)
-# must not be imported in place of an installed module by the harness, which runs unsandboxed.
-if str(REPO) not in sys.path:
-    sys.path.append(str(REPO))
-# harness/profile.py shares its name with the standard library's `profile`, which cProfile (and so
-# torch._dynamo) imports. A script run as `python harness/x.py` has harness/ first on sys.path:
-# move it last, so the standard module wins and `import _common` still works.
-_HERE = Path(__file__).resolve().parent
-_mine = [p for p in sys.path if p and Path(p).resolve() == _HERE]
-sys.path[:] = [p for p in sys.path if p not in _mine] + _mine
+from harness import goals as goals_module
+from harness.goals import GOALS_ENV, Goals  # noqa: F401 - GOALS_ENV: the tests' and tools' name for it
 
-# Tests and retargeted copies point the harness at another goals file with this variable.
-GOALS_ENV = "AUTO_OPTIM_GOALS"
+REPO = Path(__file__).resolve().parent.parent
+_HERE = Path(__file__).resolve().parent
+
 MIN_RUNS = 5  # timed calls at least: fewer give no meaningful median or spread
 
 
@@ -54,17 +45,15 @@ class SetupError(Exception):
 
 
 def goals_path() -> Path:
-    return Path(os.environ.get(GOALS_ENV, REPO / "goals.json")).resolve()
+    return goals_module.path()
 
 
-def load_goals() -> dict[str, Any]:
-    path = goals_path()
+def load_goals() -> Goals:
+    """goals.json as a Goals (harness/goals.py): read once per process, again only if it changes."""
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SetupError(f"goals file not found: {path}") from None
-    except json.JSONDecodeError as e:
-        raise SetupError(f"goals file {path} is not valid JSON: {e}") from None
+        return goals_module.load()
+    except goals_module.GoalsError as e:
+        raise SetupError(str(e)) from None
 
 
 def root() -> Path:
@@ -90,7 +79,7 @@ def load_adapter(goals: dict[str, Any]) -> ModuleType:
     """The target's adapter module, checked against ADAPTER_CONTRACT: SetupError naming every
     missing piece at once."""
     if str(root()) not in sys.path:
-        sys.path.append(str(root()))  # last, for the same reason as REPO above
+        sys.path.append(str(root()))  # last, for the reason harness/__init__.py gives
     name = goals.get("adapter")
     if not isinstance(name, str) or not name:
         raise SetupError(f"{goals_path()} names no adapter module (\"adapter\": \"package.module\")")
@@ -149,28 +138,6 @@ def pick_preset(goals: dict[str, Any], name: str | None, device: str) -> str:
     if name not in goals["presets"]:
         raise SetupError(f"unknown preset {name!r}; goals.json has {sorted(goals['presets'])}")
     return name
-
-
-def assets_dir() -> Path:
-    return root() / "assets"
-
-
-def input_path(preset: str) -> Path:
-    return assets_dir() / f"input_{preset}.pt"
-
-
-def reference_path(preset: str) -> Path:
-    return assets_dir() / f"reference_{preset}.pt"
-
-
-def pool_dir(preset: str) -> Path:
-    """The pool of fresh inputs with their references: one file per input, made once per machine."""
-    return assets_dir() / f"pool_{preset}"
-
-
-def secret_paths(goals: dict[str, Any]) -> list[Path]:
-    """What the candidate's worker may never read: every preset's input, reference and pool."""
-    return [p for preset in goals["presets"] for p in (input_path(preset), reference_path(preset), pool_dir(preset))]
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -234,133 +201,6 @@ def atomic_write(path: Path, data: bytes | str, exclusive: bool = False) -> None
         tmp.unlink()
 
 
-def save_tensor_atomic(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-REMAKE = "run python harness/prepare.py (it remakes what is missing, damaged or stale)"
-
-
-def load_asset(path: Path, what: str, mmap: bool = False) -> dict[str, Any]:
-    """An asset file as a dict (mmap: its tensors mapped, not read: a cheap check of a large one)."""
-    if not path.is_file():
-        raise SetupError(f"{what} not found: {path}; {REMAKE}")
-    try:
-        asset = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except Exception as e:  # noqa: BLE001 - any unreadable file is the same setup error
-        raise SetupError(f"{what} {path} is damaged ({type(e).__name__}); {REMAKE}") from None
-    if not isinstance(asset, dict):
-        raise SetupError(f"{what} {path} is not an asset this harness made; {REMAKE}")
-    return asset
-
-
-def model_code_sha256(adapter: ModuleType) -> str:
-    """Hash of the model code: every file of the package that holds the adapter (model/)."""
-    base = Path(adapter.__file__).resolve().parent
-    h = hashlib.sha256()
-    for f in sorted(base.rglob("*")):
-        if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
-            h.update(str(f.relative_to(base)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-def load_input_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) -> torch.Tensor:
-    """The preset's benchmark input, checked for shape and dtype (the adapter's make_input's)."""
-    path = input_path(preset)
-    x = load_asset(path, "input").get("input")
-    if not isinstance(x, torch.Tensor):
-        raise SetupError(f"{path} holds no 'input' tensor; {REMAKE}")
-    shape = list(goals["presets"][preset]["input_shape"])
-    if list(x.shape) != shape:
-        raise SetupError(f"{path}: input shape {list(x.shape)}, preset {preset} needs {shape}; {REMAKE}")
-    dtype = adapter.make_input(shape, 0, "cpu").dtype
-    if x.dtype != dtype:
-        raise SetupError(f"{path}: input dtype {x.dtype}, the target's inputs are {dtype}; {REMAKE}")
-    if x.is_floating_point() and not torch.isfinite(x).all():
-        raise SetupError(f"{path}: input has NaN or Inf; {REMAKE}")
-    return x
-
-
-def _check_made_for(meta: dict[str, Any], adapter: ModuleType, path: Path) -> None:
-    """A reference is only valid for the weights and model code it was made with."""
-    if meta.get("model_sha256") != model_code_sha256(adapter):
-        raise SetupError(f"model code changed since {path.name} was made; {REMAKE}")
-    if meta.get("weights_id") != adapter.weights_id():
-        raise SetupError(f"weights changed since {path.name} was made; {REMAKE}")
-
-
-def load_reference_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """The benchmark input and its strict-fp32 reference, checked against each other and against
-    the model code and weights (SetupError when stale)."""
-    x = load_input_asset(goals, adapter, preset)
-    path = reference_path(preset)
-    asset = load_asset(path, "reference")
-    ref, meta = asset.get("output"), asset.get("meta") or {}
-    if not isinstance(ref, torch.Tensor):
-        raise SetupError(f"{path} holds no 'output' tensor; {REMAKE}")
-    if meta.get("input_sha256") != sha256_tensor(x):
-        raise SetupError(f"{path.name} was made from another input; {REMAKE}")
-    _check_made_for(meta, adapter, path)
-    return x, ref, meta
-
-
-def reference_follows_output(adapter: ModuleType) -> bool:
-    """Does the target check each output against a reference computed from that output? An
-    adapter says so by having `reference_for_output(model, x, out) -> ref`: the frozen model's
-    answer along the path the output itself took (an LLM's greedy tokens, read from its logits).
-    No stored reference can check such an output, so the harness loads the frozen model and
-    computes the reference after every call; its pool inputs need none."""
-    return callable(getattr(adapter, "reference_for_output", None))
-
-
-def _pool_files(preset: str) -> list[Path]:
-    folder = pool_dir(preset)
-    files = sorted(folder.glob("*.pt")) if folder.is_dir() else []
-    if not files:
-        raise SetupError(f"no pool of fresh inputs in {folder}; {REMAKE}")
-    return files
-
-
-def _pool_asset(f: Path, adapter: ModuleType, follows: bool, mmap: bool = False) -> dict[str, Any]:
-    """One pool file, checked: an input, its reference (unless it follows the output), made for
-    these weights and this model code."""
-    asset = load_asset(f, "pool input", mmap)
-    _check_made_for(asset.get("meta") or {}, adapter, f)
-    if not isinstance(asset.get("input"), torch.Tensor):
-        raise SetupError(f"{f} holds no input; {REMAKE}")
-    if asset.get("output") is None and not follows:
-        raise SetupError(f"{f} holds no reference; {REMAKE}")
-    return asset
-
-
-def check_pool(goals: dict[str, Any], adapter: ModuleType, preset: str) -> None:
-    """SetupError when the pool is missing, short of goals.json's size, damaged or stale (its
-    files mapped, not read: cheap at the full preset too)."""
-    files = _pool_files(preset)
-    want = int(goals.get("pool", {}).get("size", 8))
-    if len(files) < want:
-        raise SetupError(f"{pool_dir(preset)} holds {len(files)} inputs, goals.json's pool {want}; {REMAKE}")
-    for f in files:
-        _pool_asset(f, adapter, reference_follows_output(adapter), mmap=True)
-
-
-def load_pool(goals: dict[str, Any], adapter: ModuleType, preset: str, device: str) -> list[dict[str, Any]]:
-    """The pool of fresh inputs: [{"input", "output" (its reference, None where the reference
-    follows the output), "strict"}] on `device`."""
-    follows = reference_follows_output(adapter)
-    pool = []
-    for f in _pool_files(preset):
-        asset = _pool_asset(f, adapter, follows)
-        pool.append({"input": asset["input"].to(device),
-                     "output": None if follows else asset["output"].to(device),
-                     "strict": follows or (asset.get("meta") or {}).get("precision") == "strict-fp32"})
-    return pool
-
-
 def env_info(device: str) -> dict[str, Any]:
     """GPU name and versions, printed beside every number."""
     info = {
@@ -385,19 +225,11 @@ def load_candidate(path: Path, goals: dict[str, Any]):
     records, so a file edited while it is being measured cannot be recorded under the wrong code."""
     if not path.is_file():
         raise SetupError(f"candidate file not found: {path}")
+    from harness.loader import build_function, load_source
+
     source = path.read_bytes()
-    # Code that reads its own source (Triton's @jit does, via inspect) must see these bytes too,
-    # not the file as it is later: pin them in the line cache (no mtime, so never re-checked).
-    linecache.cache[str(path)] = (len(source), None, source.decode().splitlines(True), str(path))
-    name = f"_candidate_{sha256_bytes(str(path).encode())[:8]}_{os.getpid()}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    exec(compile(source, str(path), "exec"), module.__dict__)  # the bytes hashed, not a re-read
-    build = getattr(module, goals["build_fn"], None)
-    if build is None:
-        raise AttributeError(f"{path.name} defines no {goals['build_fn']}()")
-    return build, sha256_bytes(source)
+    module = load_source(path, source, f"_candidate_{sha256_bytes(str(path).encode())[:8]}_{os.getpid()}")
+    return build_function(module, goals["build_fn"], path), sha256_bytes(source)
 
 
 def slug(text: str) -> str:
@@ -429,5 +261,9 @@ def emit(human: list[str], facts: dict[str, Any]) -> None:
     print(json.dumps(facts, default=str))
     sys.stdout.flush()
 
+
+# The asset files' helpers live in harness/assets.py; named here too, where every tool finds them.
+from harness.assets import (  # noqa: E402,F401
+    assets_dir, input_path, reference_path, pool_dir, secret_paths, save_tensor_atomic, REMAKE, load_asset, model_code_sha256, load_input_asset, load_reference_asset, reference_follows_output, check_pool, load_pool)
 
 _refuse_untrusted_python()

@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
-from harness import _common as C  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+from harness import _common  # noqa: E402
 from harness import floor  # noqa: E402
 from harness.session import Session  # noqa: E402
 
@@ -39,7 +39,7 @@ def time_baselines(preset: str | None, device: str | None, runs: int | None, uns
         with Session(BASELINES / f"{name}.py", preset, device, unsandboxed=unsandboxed, runs=runs) as s:
             f = s.measure()
         if not f["passed"]:
-            raise C.SetupError(f"the {name} baseline failed: {f['reason']}")
+            raise _common.SetupError(f"the {name} baseline failed: {f['reason']}")
         out[f"{name}_s"] = f["median_s"]
     return out
 
@@ -90,24 +90,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path)
     p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--runs", type=int, help=f"timed runs (at least {C.MIN_RUNS}; default: the preset's)")
+    p.add_argument("--runs", type=int, help=f"timed runs (at least {_common.MIN_RUNS}; default: the preset's)")
     p.add_argument("--baseline", action="store_true", help="also time fp32 and bf16 eager in this run")
     p.add_argument("--unsandboxed", action="store_true", help="run the candidate without a sandbox")
     a = p.parse_args(argv)
-    if a.runs is not None and a.runs < C.MIN_RUNS:
-        print(f"bench: --runs must be at least {C.MIN_RUNS}", file=sys.stderr)
+    if a.runs is not None and a.runs < _common.MIN_RUNS:
+        print(f"bench: --runs must be at least {_common.MIN_RUNS}", file=sys.stderr)
         return 2
     try:
         facts = measure(a.candidate, a.preset, a.device, a.runs, a.baseline, a.unsandboxed)
-    except C.SetupError as e:
+    except _common.SetupError as e:
         print(f"bench: broken setup: {e}", file=sys.stderr)
-        C.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}", "median_s": None})
+        _common.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}", "median_s": None})
         return 2
     facts["ok"] = facts["passed"]
     if not facts["passed"]:
-        C.emit([f"FAILED ({facts['status']}): {facts['reason']}"], facts)
+        _common.emit([f"FAILED ({facts['status']}): {facts['reason']}"], facts)
         return 1
-    C.emit(human(facts), facts)
+    _common.emit(human(facts), facts)
     return 0
 
 

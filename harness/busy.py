@@ -82,3 +82,25 @@ class BusySampler:
     def fraction(self) -> float | None:
         inside = [u for t, u in self._readings if any(a + PERIOD_S <= t <= b for a, b in self._calls)]
         return statistics.fmean(inside) / 100 if inside else None
+
+
+def wait_idle(device: str, limit_s: float) -> bool:
+    """Wait until NVML reads the GPU idle over a whole sample period that began after this call:
+    work a worker left queued on the device when it said "done" has then finished, so it is not
+    charged to the next worker's call (harness/alternate.py). True at once on a CPU or without NVML;
+    False if the GPU stays busy for limit_s."""
+    if device != "cuda":
+        return True
+    import torch
+
+    nvml = _nvml_handle(torch.cuda.current_device())
+    if nvml is None:
+        return True
+    lib, handle = nvml
+    util, start = _Utilization(), time.perf_counter()
+    while time.perf_counter() - start < limit_s:
+        time.sleep(INTERVAL_S)
+        if lib.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(util)) == 0 and util.gpu == 0 \
+                and time.perf_counter() - start >= PERIOD_S:
+            return True
+    return False

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 if __package__ in (None, ""):
-    sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 
 from harness import _common  # noqa: E402
 
@@ -199,7 +199,7 @@ def write_comparison(reference: torch.Tensor, video: torch.Tensor, clip: Path, s
     tmp = strip.with_name(f".{strip.stem}.tmp{os.getpid()}.png")
     try:
         plots.quality_strip(reference[0, :, worst], video[0, :, worst], tmp, amplify=AMPLIFY,
-                            title=f"frame {worst}: {goals['gate'].get('quality_name', 'quality')} {verdict['quality']:.2f}, "
+                            title=f"frame {worst}: {goals.quality_name} {verdict['quality']:.2f}, "
                                   f"max abs {verdict['max_abs']:.2e} (whole clip)")
         os.replace(tmp, strip)
     finally:

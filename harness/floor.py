@@ -40,8 +40,9 @@ from typing import Any, Callable
 
 import torch
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
-from harness import _common as C  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+from harness import _common  # noqa: E402
+from harness.goals import as_goals  # noqa: E402
 
 UNITS = {"flops": "TFLOP/s", "bytes": "TB/s"}  # the probes' rates, printed in these (x 1e12)
 SEEN = 0.5  # an executed count under half the nominal FLOPs missed kernels torch cannot see
@@ -51,26 +52,26 @@ TRIAL_S = 0.05  # repeat a probe until one trial takes at least this long
 
 # --------------------------------------------------------------------------- the probe
 def peak_path(machine: str) -> Path:
-    """Where the probe of a machine (C.env_info's "gpu": the GPU's name, or the CPU's) is kept."""
-    return C.assets_dir() / f"peak-{C.slug(machine)}.json"
+    """Where the probe of a machine (_common.env_info's "gpu": the GPU's name, or the CPU's) is kept."""
+    return _common.assets_dir() / f"peak-{_common.slug(machine)}.json"
 
 
 def _rate(fn: Callable[[], Any], work: float, device: str) -> tuple[float, float]:
     """(work per second, seconds a run): the median of TRIALS trials of back-to-back runs."""
     for _ in range(2):  # warm-up: allocation, autotuning, lazy init
         fn()
-    C.sync(device)
+    _common.sync(device)
     t0 = time.perf_counter()
     fn()
-    C.sync(device)
+    _common.sync(device)
     reps = max(1, math.ceil(TRIAL_S / max(time.perf_counter() - t0, 1e-6)))
     trials = []
     for _ in range(TRIALS):
-        C.sync(device)
+        _common.sync(device)
         t0 = time.perf_counter()
         for _ in range(reps):
             fn()
-        C.sync(device)
+        _common.sync(device)
         trials.append((time.perf_counter() - t0) / reps)
     s = statistics.median(trials)
     return work / s, s
@@ -106,7 +107,7 @@ def probe(device: str, adapter: Any) -> dict[str, Any]:
     if device == "cuda":
         torch.cuda.empty_cache()
     best = {k: max((r for r in rows if r["kind"] == k), key=lambda r: r["rate"]) for k in ("flops", "bytes")}
-    return {**C.env_info(device), "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "probes": rows,
+    return {**_common.env_info(device), "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "probes": rows,
             "peak": {k: {"rate": r["rate"], "op": r["name"]} for k, r in best.items()}}
 
 
@@ -120,12 +121,12 @@ def load_peak(machine: str) -> dict[str, Any] | None:
 
 def ensure_peak(device: str, adapter: Any, force: bool = False) -> tuple[dict[str, Any], bool]:
     """(the probe, whether it was made now)."""
-    machine = C.env_info(device)["gpu"]
+    machine = _common.env_info(device)["gpu"]
     have = None if force else load_peak(machine)
     if have is not None:
         return have, False
     made = probe(device, adapter)
-    C.atomic_write(peak_path(machine), json.dumps(made, indent=1) + "\n")
+    _common.atomic_write(peak_path(machine), json.dumps(made, indent=1) + "\n")
     return made, True
 
 
@@ -187,7 +188,7 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
     STOP is printed as resting on those claims, for a person to confirm (harness/floor.py main)."""
     why = []
     if attempts < rule["plateau_attempts"]:
-        why.append(f"{C.plural(attempts, 'attempt')} since the best row; the plateau needs {rule['plateau_attempts']}")
+        why.append(f"{_common.plural(attempts, 'attempt')} since the best row; the plateau needs {rule['plateau_attempts']}")
     if busy is None:
         claim = f" (the candidate's own profile claims {claimed_busy:.1%}: a claim, not a measure)" \
             if claimed_busy is not None else ""
@@ -208,22 +209,22 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
 
 
 def verdict_for_rows(rows: list[dict[str, str]], goals: dict[str, Any], preset: str, gpu: str,
-                     peak: dict[str, Any] | None, adapter: Any, records: Path) -> tuple[bool, list[str], str | None]:
+                     peak: dict[str, Any] | None, adapter: Any, records_dir: Path) -> tuple[bool, list[str], str | None]:
     """The stop rule for the best row of (preset, gpu), from results.tsv rows and its record."""
-    from harness import records as R
+    from harness import records
 
-    better = R.metric_spec(goals).get("better", "lower")
-    best = R.best_row(rows, preset, gpu, better)
+    better = as_goals(goals).better
+    best = records.best_row(rows, preset, gpu, better)
     if best is None:
         return False, ["no measured row on this machine yet"], None
     mine = [r for r in rows if r.get("preset") == preset and r.get("gpu") == gpu]
     after = mine[mine.index(best) + 1:]
     attempts = sum(1 for r in after if r["status"] not in ("baseline", "rerun"))
     try:
-        rec = json.loads((records / f"{best['exp']}.json").read_text())
+        rec = json.loads((records_dir / f"{best['exp']}.json").read_text())
     except (OSError, json.JSONDecodeError):
         rec = {}
-    facts = dict(rec.get("facts") or {"median_s": float(best["median_s"])})
+    facts = dict(rec.get("facts") or {"median_s": records.Row.of(best).median_s})
     if facts.get("floor_s") is None:  # recorded before the machine was probed, or before floors
         annotate(facts, goals, adapter, goals["presets"][preset]["input_shape"], peak)
     prof = rec.get("profile") or {}
@@ -241,19 +242,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verdict", action="store_true", help="print the stop rule's verdict for this machine")
     a = p.parse_args(argv)
     try:
-        goals = C.load_goals()
-        adapter = C.load_adapter(goals)
-        device = a.device or C.default_device()
+        goals = _common.load_goals()
+        adapter = _common.load_adapter(goals)
+        device = a.device or _common.default_device()
         if a.verdict:
-            from harness import records as R
+            from harness import records
 
-            preset = C.pick_preset(goals, a.preset, device)
-            gpu = C.env_info(device)["gpu"]
-            stop, why, exp = verdict_for_rows(R.read_rows(), goals, preset, gpu, load_peak(gpu), adapter,
-                                              C.root() / "records")
+            preset = _common.pick_preset(goals, a.preset, device)
+            gpu = _common.env_info(device)["gpu"]
+            stop, why, exp = verdict_for_rows(records.read_rows(), goals, preset, gpu, load_peak(gpu), adapter,
+                                              _common.root() / "records")
             verdict_text = ("STOP (on the candidate's own FLOP count and profile, with the harness's busy sample: "
                             "a person confirms before the loop ends)" if stop else "not yet")
-            C.emit([f"stop rule on {gpu} [{preset}], best row {exp}: {verdict_text}"]
+            _common.emit([f"stop rule on {gpu} [{preset}], best row {exp}: {verdict_text}"]
                    + [f"  - {w}" for w in why], {"stop": stop, "best": exp, "reasons": why})
             return 0
         from harness.run_experiment import device_lock  # lazy: run_experiment imports this module
@@ -262,13 +263,13 @@ def main(argv: list[str] | None = None) -> int:
         # too high, a stop too easy): it waits for the device as a measurement does.
         with device_lock():
             peak, made = ensure_peak(device, adapter, a.force)
-    except C.SetupError as e:
+    except _common.SetupError as e:
         print(f"floor: {e}", file=sys.stderr)
         return 2
     lines = [f"peak rates of {peak['gpu']} ({'measured now' if made else 'probed before'}, {peak['measured']}):"]
     lines += [f"  {r['name']}: {r['rate'] / 1e12:.4g} {UNITS[r['kind']]} ({r['seconds'] * 1e3:.3f} ms a run)"
               for r in peak["probes"]]
-    C.emit(lines, {"path": str(peak_path(peak["gpu"])), "peak_flops": peak["peak"]["flops"]["rate"],
+    _common.emit(lines, {"path": str(peak_path(peak["gpu"])), "peak_flops": peak["peak"]["flops"]["rate"],
                    "peak_bytes": peak["peak"]["bytes"]["rate"]})
     return 0
 

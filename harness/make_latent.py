@@ -29,12 +29,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from harness import _common as C  # noqa: E402
-from harness.make_reference import strict_fp32  # noqa: E402
+from harness import _common  # noqa: E402
+from harness.assets import strict_fp32  # noqa: E402
 
 # Tears of Steel (c) Blender Foundation, mango.blender.org, CC-BY 3.0. The 1080p cut is 1920x800,
 # tall enough for the full preset's 704 rows (the 720p cut is only 534 rows).
@@ -43,7 +43,7 @@ TEARS_OF_STEEL_STARTS_S = (60.0, 600.0)  # past the titles; the default clip sta
 NETWORK_TIMEOUT_S = 15
 
 
-class InputError(C.SetupError):
+class InputError(_common.SetupError):
     """A bad clip or latent: one line on stderr, exit 2, nothing written."""
 
 
@@ -182,12 +182,12 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
         device: str | None = None, force: bool = False, model: torch.nn.Module | None = None) -> dict[str, Any]:
     """Make and save the latent. mode: default | seeded | clip | synthetic-clip.
     `model` lets tests reuse an already loaded model."""
-    goals = C.load_goals()
-    adapter = C.load_adapter(goals)
-    device = device or C.default_device()
-    preset = C.pick_preset(goals, preset, device)
+    goals = _common.load_goals()
+    adapter = _common.load_adapter(goals)
+    device = device or _common.default_device()
+    preset = _common.pick_preset(goals, preset, device)
     mode = default_mode(goals) if mode == "default" else mode
-    path = C.input_path(preset)
+    path = _common.input_path(preset)
     if path.exists() and not force:
         raise InputError(f"{path} exists; pass --force to overwrite it")
     shape = list(goals["presets"][preset]["input_shape"])
@@ -203,19 +203,19 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
             raise InputError(f"clip file not found: {src}")
         start = start_s or 0.0
         video = read_clip(str(src), frames, height, width, start)
-        meta.update(source=f"clip:{src}", clip_sha256=C.sha256_file(src), start_s=start)
+        meta.update(source=f"clip:{src}", clip_sha256=_common.sha256_file(src), start_s=start)
     elif mode == "synthetic-clip":
-        src = C.assets_dir() / f"synthetic_{preset}.mp4"
+        src = _common.assets_dir() / f"synthetic_{preset}.mp4"
         render_synthetic_clip(src, frames, height, width)
         video = read_clip(str(src), frames, height, width)
-        meta.update(source="synthetic-clip", clip_path=str(src), clip_sha256=C.sha256_file(src), start_s=0.0)
+        meta.update(source="synthetic-clip", clip_path=str(src), clip_sha256=_common.sha256_file(src), start_s=0.0)
     elif mode == "default":
         low, high = TEARS_OF_STEEL_STARTS_S
         start = round(low + (high - low) * secret_seed() / (1 << 63), 2) if start_s is None else start_s
         try:
             video = read_clip(TEARS_OF_STEEL_URL, frames, height, width, start, timeout_s=NETWORK_TIMEOUT_S)
             meta.update(source=f"clip:{TEARS_OF_STEEL_URL}", start_s=start,
-                        frames_sha256=C.sha256_tensor(video), license="CC-BY 3.0, Blender Foundation")
+                        frames_sha256=_common.sha256_tensor(video), license="CC-BY 3.0, Blender Foundation")
         except InputError as e:
             print(f"make_latent: note: Tears of Steel unavailable ({e}); using the seeded latent", file=sys.stderr)
 
@@ -228,8 +228,8 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
         z = encode_video(model, video, device, shape)
     if z.is_floating_point() and not torch.isfinite(z).all():
         raise InputError("latent has NaN or Inf")
-    meta["sha256"] = C.sha256_tensor(z)
-    C.save_tensor_atomic({"input": z, "meta": meta}, path)
+    meta["sha256"] = _common.sha256_tensor(z)
+    _common.save_tensor_atomic({"input": z, "meta": meta}, path)
     return {**meta, "path": str(path)}
 
 
@@ -247,10 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     mode = "seeded" if args.seeded else "clip" if args.clip else "synthetic-clip" if args.synthetic_clip else "default"
     try:
         facts = run(args.preset, mode, args.clip, args.start, args.device, args.force)
-    except C.SetupError as e:
+    except _common.SetupError as e:
         print(f"make_latent: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
-    C.emit([f"latent for preset {facts['preset']}: {facts['shape']} from {facts['source']} -> {facts['path']}"], facts)
+    _common.emit([f"latent for preset {facts['preset']}: {facts['shape']} from {facts['source']} -> {facts['path']}"], facts)
     return 0
 
 

@@ -34,35 +34,13 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 import torch  # noqa: E402
 
-from harness import _common as C  # noqa: E402
-
-
-@contextlib.contextmanager
-def strict_fp32() -> Iterator[None]:
-    """TF32 off and deterministic algorithms on, restoring the previous settings afterwards (the
-    environment too: a worker started later by this process must not inherit the cuBLAS setting)."""
-    set_env = "CUBLAS_WORKSPACE_CONFIG" not in os.environ
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-             torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled(), torch.backends.cudnn.benchmark)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = False
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[0], saved[1]
-        torch.use_deterministic_algorithms(saved[2], warn_only=saved[3])
-        torch.backends.cudnn.benchmark = saved[4]
-        if set_env:
-            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+from harness import _common  # noqa: E402
+from harness.assets import strict_fp32  # noqa: E402
 
 
 def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor, device: str,
@@ -70,19 +48,19 @@ def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor
     """Run the adapter's reference (strict fp32, or PyTorch's defaults); returns the asset dict."""
     with strict_fp32() if strict else contextlib.nullcontext():
         xd = x.to(device)
-        C.sync(device)
+        _common.sync(device)
         t0 = time.perf_counter()
         out = adapter.reference(model, xd)
-        C.sync(device)
+        _common.sync(device)
         seconds = time.perf_counter() - t0
     out = out.detach().to("cpu").contiguous()
     if store_dtype is not None:
         out = out.to(store_dtype)
-    env = C.env_info(device)
+    env = _common.env_info(device)
     meta = {
         "precision": "strict-fp32" if strict else "fp32-defaults", "preset": preset,
-        "input_sha256": C.sha256_tensor(x), "output_sha256": C.sha256_tensor(out),
-        "weights_id": adapter.weights_id(), "model_sha256": C.model_code_sha256(adapter),
+        "input_sha256": _common.sha256_tensor(x), "output_sha256": _common.sha256_tensor(out),
+        "weights_id": adapter.weights_id(), "model_sha256": _common.model_code_sha256(adapter),
         "weights_kind": adapter.weights_kind(), "device": device, "gpu": env["gpu"],
         "torch": str(env["torch"]), "cuda": env["cuda"], "cudnn": env["cudnn"],
         "seconds": round(seconds, 3), "shape": list(out.shape),
@@ -97,18 +75,18 @@ def make_pool(goals: dict[str, Any], adapter: ModuleType, model: torch.nn.Module
     size, strict = int(spec.get("size", 8)), int(spec.get("strict", 1))
     store = getattr(torch, spec["store_dtype"]) if spec.get("store_dtype") else None
     shape = list(goals["presets"][preset]["input_shape"])
-    folder = C.pool_dir(preset)
+    folder = _common.pool_dir(preset)
     tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    inputs_only = C.reference_follows_output(adapter)
+    inputs_only = _common.reference_follows_output(adapter)
     for i in range(size):
         seed = int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
         x = adapter.make_input(shape, seed, "cpu")
         if inputs_only:
             asset = {"meta": {"precision": "none: the session computes each call's reference", "preset": preset,
-                              "input_sha256": C.sha256_tensor(x), "weights_id": adapter.weights_id(),
-                              "model_sha256": C.model_code_sha256(adapter), "weights_kind": adapter.weights_kind()}}
+                              "input_sha256": _common.sha256_tensor(x), "weights_id": adapter.weights_id(),
+                              "model_sha256": _common.model_code_sha256(adapter), "weights_kind": adapter.weights_kind()}}
         else:
             asset = build_reference(adapter, model, x, device, preset, strict=i < strict, store_dtype=store)
         asset["input"] = x
@@ -122,21 +100,21 @@ def make_pool(goals: dict[str, Any], adapter: ModuleType, model: torch.nn.Module
 def run(preset: str | None = None, device: str | None = None, force: bool = False,
         model: torch.nn.Module | None = None, only: str | None = None) -> dict[str, Any]:
     """Make what is missing (everything, with force); `model` lets tests reuse a loaded model."""
-    goals = C.load_goals()
-    adapter = C.load_adapter(goals)
-    device = device or C.default_device()
-    preset = C.pick_preset(goals, preset, device)
-    path, folder = C.reference_path(preset), C.pool_dir(preset)
+    goals = _common.load_goals()
+    adapter = _common.load_adapter(goals)
+    device = device or _common.default_device()
+    preset = _common.pick_preset(goals, preset, device)
+    path, folder = _common.reference_path(preset), _common.pool_dir(preset)
     want_ref = only in (None, "reference") and (force or not path.exists())
     want_pool = only in (None, "pool") and (force or not folder.exists())
     if not (want_ref or want_pool):
-        raise C.SetupError(f"{path.name} and {folder.name}/ exist; pass --force to remake them")
-    x = C.load_input_asset(goals, adapter, preset)  # before the slow model load: bad input fails fast
+        raise _common.SetupError(f"{path.name} and {folder.name}/ exist; pass --force to remake them")
+    x = _common.load_input_asset(goals, adapter, preset)  # before the slow model load: bad input fails fast
     model = model if model is not None else adapter.load_model(device)
     facts: dict[str, Any] = {"preset": preset, "device": device, "path": str(path), "made": []}
     if want_ref:
         asset = build_reference(adapter, model, x, device, preset)
-        C.save_tensor_atomic(asset, path)
+        _common.save_tensor_atomic(asset, path)
         facts.update(asset["meta"], made=[str(path)])
     if want_pool:
         t0 = time.perf_counter()
@@ -154,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         facts = run(args.preset, args.device, args.force, only=args.only)
-    except C.SetupError as e:
+    except _common.SetupError as e:
         print(f"make_reference: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
-    C.emit([f"preset {facts['preset']} on {facts['device']}: made " + ", ".join(facts["made"])], facts)
+    _common.emit([f"preset {facts['preset']} on {facts['device']}: made " + ", ".join(facts["made"])], facts)
     return 0
 
 

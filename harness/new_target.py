@@ -29,8 +29,8 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
-from harness import _common as C  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+from harness import _common  # noqa: E402
 
 GOALS = {
     "target": "{name}",
@@ -172,9 +172,9 @@ def package_name(name: str) -> str:
 def scaffold(name: str, folder: Path) -> list[Path]:
     """Write the target's files into `folder` (which must not exist); the paths written."""
     if not re.fullmatch(r"[A-Za-z][\w-]*", name):
-        raise C.SetupError(f"target name {name!r}: letters, digits, - and _, starting with a letter")
+        raise _common.SetupError(f"target name {name!r}: letters, digits, - and _, starting with a letter")
     if folder.exists():
-        raise C.SetupError(f"{folder} exists; pick another name or --dir (nothing is written over)")
+        raise _common.SetupError(f"{folder} exists; pick another name or --dir (nothing is written over)")
     package = package_name(name)
     shown = folder.as_posix()
     goals = json.loads(json.dumps(GOALS).replace("{name}", name).replace("{package}", package))
@@ -198,11 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     folder = a.dir or Path("targets") / a.name
     try:
         written = scaffold(a.name, folder)
-    except C.SetupError as e:
+    except _common.SetupError as e:
         print(f"new_target: {e}", file=sys.stderr)
         return 2
     goals = (folder / "goals.json").as_posix()
-    C.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
+    _common.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
             "next: replace the stand-in (README.md there), then",
             f"  git add {folder.as_posix()} && git commit -m \"target {a.name}\"",
             f"  AUTO_OPTIM_GOALS={goals} python harness/prepare.py",

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make `harness` importable
-    sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 
 from harness import _common, records  # noqa: E402
+from harness.goals import as_goals  # noqa: E402
 
 FAILED = records.RED
 DEFAULT_AMPLIFY = 20.0
@@ -98,8 +99,8 @@ def render_progress(results_tsv: Path, out_png: Path, goals: dict[str, Any] | No
                     preset: str | None = None, gpu: str | None = None) -> Path | None:
     """Draw the picture of one preset + machine (default: the last row's); returns its path, or
     None when there is nothing to draw."""
-    spec = records.metric_spec(goals)
-    better = spec.get("better", "lower")
+    spec = as_goals(goals).metric_spec
+    better = spec["better"]
     rows = records.read_rows(Path(results_tsv))
     if not rows:
         return None

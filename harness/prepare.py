@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
-from harness import _common as C  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+from harness import _common  # noqa: E402
 
 ASSETS = ("input", "reference", "pool")
 
@@ -33,15 +33,15 @@ def problems(goals: dict[str, Any], adapter: Any, preset: str) -> dict[str, str]
     """What is wrong with each asset of the preset, by name; {} when all are sound. The checks are
     the ones the harness makes when it reads them, so a sound asset here is one every tool accepts."""
     checks: dict[str, Callable[[], Any]] = {
-        "input": lambda: C.load_input_asset(goals, adapter, preset),
-        "reference": lambda: C.load_reference_asset(goals, adapter, preset),  # its input and model too
-        "pool": lambda: C.check_pool(goals, adapter, preset)}
+        "input": lambda: _common.load_input_asset(goals, adapter, preset),
+        "reference": lambda: _common.load_reference_asset(goals, adapter, preset),  # its input and model too
+        "pool": lambda: _common.check_pool(goals, adapter, preset)}
     out = {}
     for name, check in checks.items():
         try:
             check()
-        except C.SetupError as e:
-            out[name] = str(e).split(f"; {C.REMAKE}")[0]
+        except _common.SetupError as e:
+            out[name] = str(e).split(f"; {_common.REMAKE}")[0]
     return out
 
 
@@ -55,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     from harness import floor, make_latent, make_reference  # after argparse: --help stays fast
 
     try:
-        goals = C.load_goals()
-        device = a.device or C.default_device()
-        preset = C.pick_preset(goals, a.preset, device)
-        adapter = C.load_adapter(goals)
+        goals = _common.load_goals()
+        device = a.device or _common.default_device()
+        preset = _common.pick_preset(goals, a.preset, device)
+        adapter = _common.load_adapter(goals)
         bad = {k: "--force" for k in ASSETS} if a.force else problems(goals, adapter, preset)
         for name, why in bad.items():
             if "not found" not in why and "no pool" not in why:
@@ -77,20 +77,20 @@ def main(argv: list[str] | None = None) -> int:
             left = problems(goals, adapter, preset)
             if left:  # what was just made must pass the same checks
                 name, why = next(iter(left.items()))
-                raise C.SetupError(f"the {name} made now does not pass its check: {why}")
+                raise _common.SetupError(f"the {name} made now does not pass its check: {why}")
         else:
             adapter.load_model("cpu")  # the weights (a damaged cache is made again here, where it may be written)
         peak, probed = floor.ensure_peak(device, adapter, force=a.force)
         if probed:
             made.append(str(floor.peak_path(peak["gpu"])))
-    except C.SetupError as e:  # make_latent's InputError is one, as are bad goals
+    except _common.SetupError as e:  # make_latent's InputError is one, as are bad goals
         print(f"prepare: {e}", file=sys.stderr)
         return 2
-    C.emit([f"assets for preset {preset} ready in {C.assets_dir()}" + (f" (made {len(made)})" if made else " (checked: all sound)")],
-           {"preset": preset, "device": device, "made": made, "input": str(C.input_path(preset)),
-            "reference": str(C.reference_path(preset)), "pool": str(C.pool_dir(preset))})
+    _common.emit([f"assets for preset {preset} ready in {_common.assets_dir()}" + (f" (made {len(made)})" if made else " (checked: all sound)")],
+           {"preset": preset, "device": device, "made": made, "input": str(_common.input_path(preset)),
+            "reference": str(_common.reference_path(preset)), "pool": str(_common.pool_dir(preset))})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(C.run_cli(main, "prepare", "run it again: what was made is kept, the rest is made then"))
+    sys.exit(_common.run_cli(main, "prepare", "run it again: what was made is kept, the rest is made then"))

@@ -49,17 +49,48 @@ def become_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def children() -> list[int]:
-    """The live children of this process (adopted orphans included), read from /proc."""
-    me, out = str(os.getpid()), []
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process this host's /proc shows."""
+    out = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1] == me:
-                    out.append(int(d.name))
-            except (OSError, IndexError):
+                out[int(d.name)] = int(d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
                 pass
     return out
+
+
+def children(of: int | None = None) -> list[int]:
+    """The live children of this process (adopted orphans included), or of pid `of`, from /proc."""
+    me = os.getpid() if of is None else of
+    return [pid for pid, parent in _parents().items() if parent == me]
+
+
+def descendants(pid: int) -> list[int]:
+    """pid and everything below it (a sandboxed worker: bwrap, then its namespace's processes)."""
+    parents, out, todo = _parents(), [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += [c for c, parent in parents.items() if parent == p]
+    return out
+
+
+def signal_tree(pid: int, sig: int) -> None:
+    """Send sig to pid and every descendant, in rounds until none is new (a fork can race one
+    sweep): used to freeze a worker while another one is timed (SIGSTOP), then to wake it (SIGCONT)."""
+    done: set[int] = set()
+    for _ in range(KILL_ROUNDS):
+        new = [p for p in descendants(pid) if p not in done]
+        if not new:
+            return
+        for p in new:
+            try:
+                os.kill(p, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        done.update(new)
 
 
 def _kill(pids: Iterable[int]) -> None:

@@ -27,8 +27,8 @@ from typing import Any, Iterator
 
 import torch
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
-from harness import _common as C  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+from harness import _common  # noqa: E402
 
 CATEGORIES = ("convolution", "attention/matmul", "norm/elementwise", "copy/cat/pad", "other")
 # Checked in order: the first entry with a pattern inside the lower-cased name wins.
@@ -91,7 +91,7 @@ def capture(device: str) -> Iterator[Any]:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with torch_profile(activities=acts) as prof:
         yield prof
-        C.sync(device)
+        _common.sync(device)
 
 
 def summarize(prof: Any, device: str, top: int = 15) -> dict[str, Any]:
@@ -198,23 +198,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--title", help="heading of the report (default: the output file's stem)")
     p.add_argument("--unsandboxed", action="store_true", help="run the candidate without a sandbox")
     a = p.parse_args(argv)
-    out = a.out or C.root() / "profiles" / f"{(a.candidate or Path('optimize.py')).stem}.md"
+    out = a.out or _common.root() / "profiles" / f"{(a.candidate or Path('optimize.py')).stem}.md"
     try:
         with Session(a.candidate, a.preset, a.device, unsandboxed=a.unsandboxed) as s:
             facts = s.measure()
             summary = s.profile(facts) if facts["passed"] else None
             floor.annotate(facts, s.goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
-    except C.SetupError as e:
-        C.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}"})
+    except _common.SetupError as e:
+        _common.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}"})
         return 2
     if summary is None:
-        C.emit([f"FAILED: {facts['reason']}"], {"ok": False, "reason": facts["reason"]})
+        _common.emit([f"FAILED: {facts['reason']}"], {"ok": False, "reason": facts["reason"]})
         return 1
     r = report(summary, facts)
     md = to_markdown(r, a.title or out.stem)
-    C.atomic_write(out, md)
+    _common.atomic_write(out, md)
     top = ", ".join(f"{k['name'][:40]} {k['pct']:.0f}%" for k in r["top"][:3])
-    C.emit([f"profile written to {out}", f"  busy {r['busy_fraction']:.1%}, {r['launches']} launches; top: {top}"],
+    _common.emit([f"profile written to {out}", f"  busy {r['busy_fraction']:.1%}, {r['launches']} launches; top: {top}"],
            {"ok": True, "out": str(out), "busy_fraction": r["busy_fraction"], "launches": r["launches"],
             "outside_largest": r["outside_largest"], "by_category_s": r["by_category_s"],
             "candidate_sha": facts["candidate_sha"], "markdown": md})

@@ -6,7 +6,7 @@ Usage:
     python harness/records.py restore          # put back rows that git's last commit or records/ hold
 
 Importable: read_rows, append_row, row_from_record, check_complete, restore, next_exp_id,
-baseline_row, best_row, write_leaderboard, append_progress, records_lock, lock_file. Every write
+baseline_row, best_row, records_lock, lock_file (leaderboard.md and PROGRESS.md: harness/leaderboard.py). Every write
 replaces the whole file atomically (temp file + rename); an append that would change an existing row
 is refused. Writers that may run at the same time (a wave's members, an --apply beside it) hold
 records_lock() from reading the rows to the last write, so no row is lost and no exp id is given twice.
@@ -30,10 +30,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
-from harness import _common as C  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+from harness import _common  # noqa: E402
+from harness.row import Row  # noqa: E402,F401 - read_rows' type, named here for its callers
 
-SetupError = C.SetupError
+SetupError = _common.SetupError
+
+
+class Refused(Exception):
+    """Nothing is recorded: frozen files changed, broken setup, bad arguments, a run in progress."""
 
 COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s", "quality",
            "max_abs", "speedup_vs_fp32", "gpu", "preset", "weights", "frozen_hash", "candidate_sha",
@@ -48,21 +53,18 @@ HEADER = "\t".join(COLUMNS) + "\n"
 RESTORE = "python harness/records.py restore"
 REPAIR = (f"{RESTORE} rebuilds it from git's last commit and records/ (it drops no row; git diff results.tsv "
           "shows what changed), or repair it by hand: every line needs {n} tab-separated cells")
-PROGRESS_SKELETON = ("# Progress\n\n## Journal\n\n(What was tried and why, in your own words.)\n\n"
-                     "## Dead ends\n\n(Ideas that did not help on this model, and the numbers that say so.)\n\n"
-                     "## Log\n\n")
 
 
 def results_path() -> Path:
-    return C.root() / "results.tsv"
+    return _common.root() / "results.tsv"
 
 
 def leaderboard_path() -> Path:
-    return C.root() / "leaderboard.md"
+    return _common.root() / "leaderboard.md"
 
 
 def progress_path() -> Path:
-    return C.root() / "PROGRESS.md"
+    return _common.root() / "PROGRESS.md"
 
 
 def read_rows(path: Path | None = None) -> list[dict[str, str]]:
@@ -90,7 +92,7 @@ def _parse(text: str, path: Path) -> list[tuple[str, dict[str, str]]]:
         if len(cells) != len(COLUMNS) and (full or len(cells) != len(LEGACY_COLUMNS)):
             raise SetupError(f"{path} line {n} has {len(cells)} cells, expected {len(COLUMNS)} "
                              f"(a cut-off or hand-edited line?); " + repair)
-        out.append((line + "\n", dict(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells))))))
+        out.append((line + "\n", Row(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells))))))
     return out
 
 
@@ -121,7 +123,7 @@ def append_row(row: dict[str, Any], path: Path | None = None) -> str:
     now = path.read_text() if path.is_file() else HEADER
     if now != old:
         raise SetupError(f"{path} changed while being appended to; nothing written")
-    C.atomic_write(path, new + line)
+    _common.atomic_write(path, new + line)
     return line
 
 
@@ -180,9 +182,9 @@ def check_complete(path: Path | None = None) -> None:
     changed = bool(committed) and _body(path.read_text() if path.is_file() else "")[:len(committed)] != committed
     if not lost and not changed:
         return
-    state = f"holds {C.plural(len(rows), 'row')}" if path.is_file() else "is missing"
-    why = ([f"records/ holds {C.plural(len(lost), 'row')} it lacks ({lost[0]}" + (f"..{lost[-1]}" if len(lost) > 1 else "")
-            + ")"] if lost else []) + ([f"git's last commit holds {C.plural(len(committed), 'row')} it does not start "
+    state = f"holds {_common.plural(len(rows), 'row')}" if path.is_file() else "is missing"
+    why = ([f"records/ holds {_common.plural(len(lost), 'row')} it lacks ({lost[0]}" + (f"..{lost[-1]}" if len(lost) > 1 else "")
+            + ")"] if lost else []) + ([f"git's last commit holds {_common.plural(len(committed), 'row')} it does not start "
                                         "with"] if changed else [])
     raise SetupError(f"{path.name} {state}, but " + " and ".join(why) + f"; nothing recorded. Restore it with "
                      f"`{RESTORE}` (it adds back every row, dropping none), then run again")
@@ -222,7 +224,7 @@ def restore(path: Path | None = None) -> list[str]:
     text = HEADER + "".join(lines[e] for e in sorted(lines, key=exp_number))
     _parse(text, path)  # what is written reads back
     if text != current:
-        C.atomic_write(path, text)
+        _common.atomic_write(path, text)
     had = {r["exp"] for _, r in _parse(current, path)} if not damaged and current else set()
     return sorted(set(lines) - had, key=exp_number)
 
@@ -249,7 +251,7 @@ def lock_file(path: Path, wait: bool) -> Any:
 @contextlib.contextmanager
 def records_lock() -> Iterator[None]:
     """One writer of results.tsv, leaderboard.md, records/ and PROGRESS.md at a time; the others wait."""
-    f = lock_file(C.root() / "runs" / "records.lock", wait=True)
+    f = lock_file(_common.root() / "runs" / "records.lock", wait=True)
     try:
         yield
     finally:
@@ -291,81 +293,11 @@ def current_row(rows: list[dict[str, str]], preset: str, gpu: str | None = None)
 
 def metric_value(row: dict[str, str]) -> float:
     """The row's metric (seconds for a latency, tokens/s for a throughput); legacy rows: median_s."""
-    return float(row["metric"] if row.get("metric", "-") not in ("-", "") else row["median_s"])
+    return Row.of(row).metric_value
 
 
 def sort_key(row: dict[str, str], better: str) -> float:
     return metric_value(row) if better == "lower" else -metric_value(row)
-
-
-def metric_spec(goals: dict[str, Any] | None) -> dict[str, Any]:
-    """goals.json "metric": what is compared and which way is better (a latency by default)."""
-    spec = (goals or {}).get("metric")
-    return spec if isinstance(spec, dict) else {"name": "median_s", "unit": "s", "better": "lower"}
-
-
-def write_leaderboard(rows: list[dict[str, str]] | None = None, path: Path | None = None,
-                      goals: dict[str, Any] | None = None, here: tuple[str, str] | None = None) -> str:
-    """Keepers ranked per (preset, machine); `here` (this run's preset and GPU) comes first. Within
-    a group, the comparison in force (from its latest baseline on: what the keep rule judges
-    against) is ranked apart from earlier ones, which were measured on another machine of that
-    model or under an earlier evaluator."""
-    rows = read_rows() if rows is None else rows
-    path = path or leaderboard_path()
-    spec = metric_spec(goals)
-    quality = ((goals or {}).get("gate") or {}).get("quality_name", "quality")
-    better = spec.get("better", "lower")
-    out = ["<!-- Generated by harness/records.py from results.tsv after every experiment. "
-           "Do not edit by hand. -->", "", "# Leaderboard", "",
-           f"The baseline (the frozen model, fp32 eager) and the kept experiments, best first, for each preset and "
-           f"machine: rows are only compared with rows of the same preset measured on the same GPU model, and "
-           f"first with those of the comparison in force (since its latest baseline). "
-           f"{spec['name']} in {spec.get('unit', '')}, {better} is better. All attempts: results.tsv ({len(rows)} rows).", ""]
-    own = spec["name"] != "median_s"  # a metric other than the median gets a column of its own
-    names = (["rank", "exp"] + [spec["name"]] * own + ["median (s)", "spread (s)", "speedup vs fp32 eager", quality,
-             "max abs", "status", "description", "code commit", "weights", "versions", "frozen hash"])
-    text = {"exp", "status", "description", "code commit", "weights", "versions", "frozen hash"}  # left-aligned
-    header = ["| " + " | ".join(names) + " |", "|" + "|".join("---" if n in text else "---:" for n in names) + "|"]
-
-    def table(keep: list[dict[str, str]]) -> list[str]:
-        lines = list(header)
-        for i, r in enumerate(sorted(keep, key=lambda r: sort_key(r, better)), 1):
-            cells = ([str(i), r["exp"]] + [f"{metric_value(r):.6g}"] * own + [r["median_s"], r["spread_s"],
-                     r["speedup_vs_fp32"], r["quality"], r["max_abs"], r["status"], r["desc"], r["commit"], r["weights"],
-                     r["versions"], r["frozen_hash"]])
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-        return lines + [""]
-
-    groups = sorted({(r["preset"], r["gpu"]) for r in rows}, key=lambda g: (g != here, g))
-    for preset, gpu in groups:
-        keep = [r for r in rows if (r["preset"], r["gpu"]) == (preset, gpu) and r["status"] in KEEPERS]
-        if not keep:
-            continue
-        base = baseline_row(rows, preset, gpu)
-        start = rows.index(base) if base else 0
-        current = [r for r in keep if rows.index(r) >= start]
-        earlier = [r for r in keep if rows.index(r) < start]
-        title = f"## Preset `{preset}` on {gpu}" + (" (this machine's last run)" if (preset, gpu) == here else "")
-        out += [title, "", f"The comparison in force, since {base['exp']}:" if base else "", ""]
-        out += table(current)
-        if earlier:
-            out += [f"Earlier comparisons on this GPU model (another machine, or an earlier evaluator: the "
-                    f"frozen hash says which; not ranked against the rows above):", ""]
-            out += table(earlier)
-    text = "\n".join(out) + "\n"
-    C.atomic_write(path, text)
-    return text
-
-
-def append_progress(line: str, path: Path | None = None) -> None:
-    """Add one line under '## Log' (the last section); create the journal skeleton if absent."""
-    path = path or progress_path()
-    text = path.read_text() if path.is_file() else PROGRESS_SKELETON
-    if "## Log" not in text:
-        text = text.rstrip("\n") + "\n\n## Log\n\n"
-    if not text.endswith("\n"):
-        text += "\n"
-    C.atomic_write(path, text + "- " + _cell(line) + "\n")
 
 
 def utc_now() -> str:
@@ -381,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             with records_lock():
                 added = restore()
             span = ", ".join(added) if len(added) <= 5 else f"{added[0]}..{added[-1]}"
-            C.emit([f"{results_path().name}: " + (f"put back {C.plural(len(added), 'row')} ({span})" if added
+            _common.emit([f"{results_path().name}: " + (f"put back {_common.plural(len(added), 'row')} ({span})" if added
                     else "nothing to put back")], {"added": ",".join(added), "rows": len(read_rows())})
             return 0
         rows = read_rows()
@@ -390,10 +322,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if a.action == "leaderboard":
         here = (rows[-1]["preset"], rows[-1]["gpu"]) if rows else None  # the last run's machine first
-        write_leaderboard(rows, goals=C.load_goals(), here=here)
-        C.emit([f"leaderboard regenerated from {len(rows)} rows"], {"rows": len(rows), "out": str(leaderboard_path())})
+        from harness.leaderboard import write_leaderboard  # it reads this module's rows
+
+        write_leaderboard(rows, goals=_common.load_goals(), here=here)
+        _common.emit([f"leaderboard regenerated from {len(rows)} rows"], {"rows": len(rows), "out": str(leaderboard_path())})
     else:
-        C.emit([r["exp"] + "  " + r["status"] + "  " + r["median_s"] + "  " + r["desc"] for r in rows], {"rows": len(rows)})
+        _common.emit([r["exp"] + "  " + r["status"] + "  " + r["median_s"] + "  " + r["desc"] for r in rows], {"rows": len(rows)})
     return 0
 
 

@@ -38,10 +38,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import socket
-import statistics
-import subprocess
-import sys
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -49,41 +46,15 @@ from typing import Any
 
 import torch
 
-from harness import _common as C
-from harness import landlock, replies, sandbox, signing
-from harness.busy import BusySampler
-from harness.channel import Channel, ChannelClosed
-from harness.make_reference import strict_fp32
-from harness.process import Tail, become_subreaper, kill_tree
+from harness import _common
+from harness import landlock, process, replies, sandbox, signing, worker_process
+from harness.measuring import Measuring
+from harness.assets import strict_fp32
+from harness.worker_process import Failed, WorkerProcess
 from harness.shared import SharedBuffer
 
-HARNESS = Path(__file__).resolve().parent
-CALIBRATIONS = 3          # null round trips that time the boundary before any candidate code runs
 DEFAULT_TIMEOUTS = {"start_s": 600.0, "build_s": 1800.0, "call_s": 600.0}
 _rng = random.SystemRandom()
-# What of the harness's environment the worker gets: what its libraries read (and the variables
-# goals.json "worker_env" names, which its model reads), and nothing else.
-WORKER_ENV = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH", "CC", "CXX",
-              "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
-WORKER_ENV_PREFIXES = ("LC_", "CUDA_", "CUDNN_", "CUBLAS", "NCCL_", "TORCH", "PYTORCH_", "TRITON_",
-                       "OMP_", "MKL_", "OPENBLAS_", "KMP_")
-
-
-class Failed(Exception):
-    """The candidate failed: `status` is gate_fail, crash or timeout; the message is one line."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(replies.one_line(reason, 500))
-        self.status = status
-
-
-def _stats(times: list[float]) -> dict[str, float]:
-    med = statistics.median(times)
-    return {"median_s": med, "min_s": min(times), "max_s": max(times),
-            "mad_s": statistics.median(abs(t - med) for t in times),
-            "spread_s": max(times) - min(times)}  # run_experiment demands a win larger than this
-
-
 def _worse(q: float | None, than: float | None, better: str) -> bool:
     """Is figure q worse than `than` (None: nothing yet)? `better` says which way is better."""
     if q is None or than is None:
@@ -95,92 +66,31 @@ def _poison(t: torch.Tensor) -> None:
     t.fill_(float("nan") if t.is_floating_point() else -1)
 
 
-class WorkerProcess:
-    """A started worker: request/reply with timeouts, and a teardown that leaves nothing running."""
-
-    def __init__(self, cfg: dict[str, Any], buffer_fds: list[int], env: dict[str, str], view: sandbox.View | None,
-                 timeouts: dict[str, float]) -> None:
-        become_subreaper()
-        self.timeouts = timeouts
-        parent, child = socket.socketpair()
-        fds = [child.fileno(), *buffer_fds]  # the worker moves them to 3, 4, 5 (worker.settle_fds)
-        argv = [sys.executable, "-m", "harness.worker", *map(str, fds)]
-        argv, extra = sandbox.wrap(argv, view) if view else (argv, [])
-        self.proc = subprocess.Popen(
-            argv, cwd=HARNESS.parent, env=env, pass_fds=[*fds, *extra], start_new_session=True,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        child.close()
-        for fd in extra:
-            os.close(fd)
-        self.tail = Tail(self.proc.stdout)
-        self.chan = Channel(parent)
-        try:
-            self.chan.send(cfg)
-        except ChannelClosed as e:  # it never started: bwrap's own output says why
-            raise Failed("crash", self.death(str(e))) from None
-
-    def request(self, op: str, timeout: float) -> dict[str, Any]:
-        self.chan.send({"op": op})
-        return self.reply(op, timeout)
-
-    def reply(self, op: str, timeout: float) -> dict[str, Any]:
-        try:
-            msg = self.chan.recv(timeout)
-        except TimeoutError:
-            raise Failed("timeout", f"worker gave no answer to '{op}' within {timeout:.0f} s") from None
-        except ChannelClosed as e:
-            raise Failed("crash", self.death(str(e))) from None
-        if msg.get("op") == "error":
-            raise Failed("crash", str(msg.get("reason", "worker error")))
-        if msg.get("op") != ("ready" if op == "start" else "done"):
-            raise Failed("crash", f"the worker answered '{op}' with {replies.one_line(repr(msg.get('op')), 40)}")
-        return msg
-
-    def death(self, why: str) -> str:
-        try:
-            code = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            return f"worker stopped talking ({why})"
-        signal_nr = -code if code < 0 else code - 128 if code > 128 else 0  # bwrap reports a signal as 128 + n
-        how = f"killed by signal {signal_nr}" + (" (out of memory?)" if signal_nr == 9 else "") if signal_nr \
-            else f"exited with code {code}"
-        last = " | ".join(self.tail.last(3))
-        return f"worker {how}" + (f": {last}" if last else "")
-
-    def close(self) -> None:
-        try:
-            self.chan.send({"op": "exit"})
-            self.proc.wait(timeout=5)
-        except (ChannelClosed, subprocess.TimeoutExpired):
-            pass
-        kill_tree(self.proc)
-        self.chan.sock.close()
-
-
-class Session:
+class Session(Measuring):
     """Assets, buffers and one worker for one candidate (see the module docstring)."""
 
     def __init__(self, candidate: Path | str | None = None, preset: str | None = None, device: str | None = None,
-                 *, unsandboxed: bool = False, timeout: float | None = None, runs: int | None = None) -> None:
-        self.goals = C.load_goals()
-        self.adapter = C.load_adapter(self.goals)
-        self.device = device or C.default_device()
-        self.preset = C.pick_preset(self.goals, preset, self.device)
+                 *, unsandboxed: bool = False, timeout: float | None = None, runs: int | None = None,
+                 assets_from: "Session | None" = None) -> None:
+        self.goals = _common.load_goals()
+        self.adapter = _common.load_adapter(self.goals)
+        self.device = device or _common.default_device()
+        self.preset = _common.pick_preset(self.goals, preset, self.device)
         cfg = self.goals["presets"][self.preset]
-        self.candidate = Path(os.path.abspath(candidate)) if candidate else C.root() / self.goals["candidate"]
+        self.candidate = Path(os.path.abspath(candidate)) if candidate else _common.root() / self.goals["candidate"]
         if not self.candidate.is_file():
-            raise C.SetupError(f"candidate file not found: {self.candidate}")
+            raise _common.SetupError(f"candidate file not found: {self.candidate}")
         self.source = self.candidate.read_bytes()
         self.unsandboxed = unsandboxed
         self.timeouts = {**DEFAULT_TIMEOUTS, **self.goals.get("timeouts", {})}
         if timeout is not None:
             self.timeouts.update(build_s=timeout, call_s=timeout)
         self.warmup = max(1, int(cfg.get("warmup_runs", 1)))
-        self.runs = max(C.MIN_RUNS, int(runs or cfg.get("timed_runs", C.MIN_RUNS)))
+        self.runs = max(_common.MIN_RUNS, int(runs or cfg.get("timed_runs", _common.MIN_RUNS)))
         if not unsandboxed:
             why = sandbox.available()
             if why:
-                raise C.SetupError(f"no sandbox for the candidate: {why}; pass --unsandboxed to run it without "
+                raise _common.SetupError(f"no sandbox for the candidate: {why}; pass --unsandboxed to run it without "
                                    "one (a person's choice: its row will say so)")
         self.landlock_abi = 0 if unsandboxed else landlock.abi_version()
         self.worker: WorkerProcess | None = None
@@ -189,19 +99,27 @@ class Session:
         self.scratch: Path | None = None  # unsandboxed only: the sandbox brings a tmpfs of its own
         self.calls_made = 0
         self.used: set[int] = set()
+        self.assets_from = assets_from  # a session beside this one (alternate.py): its inputs and references
 
     # --- setting up -------------------------------------------------------------------------
 
     def __enter__(self) -> "Session":
         try:
-            self._start()
+            self.spawn()
+            self.await_ready()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
-    def _start(self) -> None:
-        self.bench_x, self.bench_ref, _ = C.load_reference_asset(self.goals, self.adapter, self.preset)
+    def spawn(self) -> None:
+        """Load the assets and start the worker; await_ready() waits for it (two sessions beside
+        each other start their workers at once: harness/alternate.py)."""
+        other = self.assets_from
+        if other is not None:
+            self.bench_x, self.bench_ref = other.bench_x, other.bench_ref
+        else:
+            self.bench_x, self.bench_ref, _ = _common.load_reference_asset(self.goals, self.adapter, self.preset)
         x, ref = self.bench_x, self.bench_ref
         self.inp = SharedBuffer(list(x.shape), x.dtype, self.device)
         self.out = SharedBuffer(list(ref.shape), ref.dtype, self.device)
@@ -212,65 +130,41 @@ class Session:
             self.scratch = Path(tempfile.mkdtemp(prefix="auto-optim-worker-"))
             scratch = str(self.scratch)
         worker_cfg = {
-            "goals_path": str(C.goals_path()), "device": self.device, "candidate": str(self.candidate),
+            "goals_path": str(_common.goals_path()), "device": self.device, "candidate": str(self.candidate),
             "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(),
-            "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": self._writable(scratch)}
+            "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": worker_process.writable(scratch)}
             if self.landlock_abi > 0 else None,
         }
         try:
-            self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], self._env(scratch),
+            self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], worker_process.environment(self.goals, scratch),
                                         None if self.unsandboxed else self._view(), self.timeouts)
         except Failed as e:
-            raise C.SetupError(f"the worker could not start: {e}") from None
+            raise _common.SetupError(f"the worker could not start: {e}") from None
         # While the worker starts, load what only this process may see.
-        self.pool = C.load_pool(self.goals, self.adapter, self.preset, self.device)
-        if C.reference_follows_output(self.adapter):
-            self.frozen_model = self.adapter.load_model(self.device)
+        self.pool = other.pool if other else _common.load_pool(self.goals, self.adapter, self.preset, self.device)
+        if _common.reference_follows_output(self.adapter):
+            self.frozen_model = other.frozen_model if other else self.adapter.load_model(self.device)
         self.bench_x, self.bench_ref = x.to(self.device), ref.to(self.device)
+
+    def await_ready(self) -> None:
         try:
             abi, self.load_s = replies.ready(self.worker.reply("start", self.timeouts["start_s"]))
         except (Failed, replies.Malformed) as e:
-            raise C.SetupError(f"the worker could not start: {e}") from None
+            raise _common.SetupError(f"the worker could not start: {e}") from None
         if abi < self.landlock_abi:
-            raise C.SetupError("the worker did not confirm its Landlock rules")
+            raise _common.SetupError("the worker did not confirm its Landlock rules")
 
     def _hidden(self) -> list[Path]:
         """What the worker may never read: the inputs, references and pool, and the key that signs
         records (harness/signing.py)."""
-        return [*C.secret_paths(self.goals), signing.key_dir()]
+        return [*_common.secret_paths(self.goals), signing.key_dir()]
 
     def _view(self) -> sandbox.View:
-        """The project as the worker sees it: its code (the Python modules and packages at the top
-        of the repository and of the target's folder: the harness, the adapter and what it
-        imports), the goals file, the assets minus the hidden ones, the candidate's folder and the
-        interpreter's paths; none of the records, locks, results or history."""
-        projects = [HARNESS.parent, C.root()]
-        code = [e for top in projects for e in sorted(top.iterdir()) if e.suffix == ".py" or (e / "__init__.py").is_file()]
-        home = self.candidate.parent  # importable, as a script's folder is (a project's: its code above)
-        if home.resolve() not in {p.resolve() for p in projects}:
-            code.append(home)
-        python = {Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path) if p and os.path.isdir(p)}
-        visible = [HARNESS, C.goals_path(), C.assets_dir(), *code, *python]
-        return sandbox.View(masked=projects, visible=visible, hidden=self._hidden(), chdir=HARNESS.parent)
-
-    def _writable(self, scratch: str) -> list[str]:
-        dev = [str(p) for p in Path("/dev").glob("nvidia*")] + ["/dev/null", "/dev/zero", "/dev/full"]
-        return [scratch] + [d for d in dev if os.path.exists(d)]
-
-    def _env(self, scratch: str) -> dict[str, str]:
-        """The parent's settings for the libraries the worker runs (WORKER_ENV: CUDA, torch, Triton,
-        threads, paths), none of its other variables (a person's API tokens, the harness's own), and
-        every cache in the scratch folder, gone with the worker: nothing it writes survives it."""
-        named = WORKER_ENV | set(self.goals.get("worker_env", []))  # and what the target's model reads
-        env = {k: v for k, v in os.environ.items() if k in named or k.startswith(WORKER_ENV_PREFIXES)}
-        s = Path(scratch)
-        env.update(TMPDIR=str(s), TRITON_CACHE_DIR=str(s / "triton"), TORCHINDUCTOR_CACHE_DIR=str(s / "inductor"),
-                   XDG_CACHE_HOME=str(s / "cache"), CUDA_CACHE_PATH=str(s / "nv"), MPLCONFIGDIR=str(s / "mpl"),
-                   PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-        return env
+        return worker_process.view(self.candidate, self._hidden())
 
     def __exit__(self, *exc: Any) -> None:
         if self.worker is not None:
+            self.resume()  # a worker stopped beside another (alternate.py) must hear "exit"
             self.worker.close()
             self.worker = None
         for b in self.buffers:
@@ -280,13 +174,13 @@ class Session:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
 
-    # --- the calls ----------------------------------------------------------------------------
+    # --- the calls (measure, begin, timed_call, finish: harness/measuring.py) ----------------------------------------------------------------------------
 
     def _fresh(self, n: int) -> list[int]:
         """n pool inputs this worker has not been given yet (a strict-fp32 one first, if any)."""
         left = [i for i in range(len(self.pool)) if i not in self.used]
         if len(left) < n:
-            raise C.SetupError(f"the pool for preset {self.preset} has {len(self.pool)} inputs, this run needs "
+            raise _common.SetupError(f"the pool for preset {self.preset} has {len(self.pool)} inputs, this run needs "
                                f"{len(self.used) + n}; remake it: python harness/make_reference.py --only pool --force")
         strict = [i for i in left if self.pool[i]["strict"]][:1]
         picks = strict + _rng.sample([i for i in left if i not in strict], n - len(strict))
@@ -305,13 +199,13 @@ class Session:
         copy the output here: the seconds from the clock's start to holding the output (every call,
         and the boundary's calibration, is timed this way), and the reply."""
         _poison(self.out.tensor)
-        C.sync(self.device)
+        _common.sync(self.device)
         t0 = time.perf_counter()
         self.inp.tensor.copy_(x)
-        C.sync(self.device)
+        _common.sync(self.device)
         reply = self.worker.request(op, self.timeouts["call_s"])
         self.private_out.copy_(self.out.tensor)
-        C.sync(self.device)
+        _common.sync(self.device)
         self.last_call = (t0, time.perf_counter())
         return self.last_call[1] - t0, reply
 
@@ -358,61 +252,17 @@ class Session:
         """The frozen model's reference for the output just received (private_out), in strict fp32."""
         with strict_fp32(), torch.no_grad():
             ref = self.adapter.reference_for_output(self.frozen_model, x, self.private_out)
-        C.sync(self.device)
+        _common.sync(self.device)
         return ref
 
-    def measure(self, want_frame: bool = False, calls: int | None = None) -> dict[str, Any]:
-        """Calibrate the boundary, build, then warm-up and timed calls (or just `calls` checked
-        calls, for verify: a call cannot tell which it is, and every call is checked alike).
-        Never raises for the candidate's failures: they come back as facts["status"] and
-        facts["reason"]."""
-        facts: dict[str, Any] = {
-            "passed": False, "status": "measured", "reason": "", "preset": self.preset, **C.env_info(self.device),
-            "candidate": str(self.candidate), "candidate_sha": C.sha256_bytes(self.source),
-            "weights_kind": self.adapter.weights_kind(), "sandbox": self.sandbox_label(),
-            "input": f"asset {C.input_path(self.preset).name}", "runs": self.runs, "warmup_runs": self.warmup,
-            "quality": None, "max_abs": None, "benchmark_quality": None, "benchmark_max_abs": None,
-            "fresh_quality": None, "fresh_max_abs": None, "device_busy": None,
-            "quality_name": self.goals["gate"].get("quality_name", "quality"), "checked": [],
-            "want_frame": want_frame, "worker_load_s": self.load_s,
-        }
-        try:
-            facts["boundary_s"] = statistics.median(self._round_trip("calibrate", self.bench_x)[0]
-                                                    for _ in range(CALIBRATIONS))
-            example = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), self.device)
-            self.inp.tensor.copy_(example.to(self.bench_x.dtype))
-            C.sync(self.device)
-            with BusySampler(self.device) as busy:  # its thread starts before any candidate code runs
-                t0 = time.perf_counter()
-                built = self.worker.request("build", self.timeouts["build_s"])
-                facts["build_s"] = time.perf_counter() - t0
-                facts["info"] = self._checked("build", lambda r: replies.info(r.get("info")), built)
-                if calls is not None:
-                    self.warmup, self.runs = 1, max(calls - 1, 1)
-                    facts.update(runs=self.runs, warmup_runs=1)
-                plan = self._plan(self.warmup + self.runs)
-                times = []
-                for k, which in enumerate(plan):
-                    times.append(self._call("call", which, facts)[0])
-                    if k >= self.warmup:
-                        busy.mark(*self.last_call)
-            facts["device_busy"] = busy.fraction()
-            facts["first_calls_s"] = sum(times[: self.warmup])
-            facts["warmup_s"] = facts["build_s"] + facts["first_calls_s"]
-            facts["times_s"] = times[self.warmup:]
-            facts.update(_stats(facts["times_s"]))
-            facts["boundary_pct"] = 100 * facts["boundary_s"] / facts["median_s"]
-            memory = self.worker.request("memory", self.timeouts["call_s"])
-            facts["peak_mem_gb"] = self._checked("memory", replies.peak_memory_gb, memory)
-            facts["passed"] = True
-        except Failed as e:
-            facts.update(status=e.status, reason=str(e))
-        except (ValueError, TypeError, OverflowError, RuntimeError, OSError) as e:
-            # Whatever the worker did that the checks above did not foresee is its crash, on record:
-            # never a harness traceback that leaves no row.
-            facts.update(status="crash", reason=replies.one_line(f"the harness could not go on: {type(e).__name__}: {e}"))
-        facts.pop("want_frame")
-        return facts
+    def pause(self) -> None:
+        """Freeze the worker and all it started (while another worker is timed: alternate.py)."""
+        if self.worker is not None:
+            process.signal_tree(self.worker.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.worker is not None:
+            process.signal_tree(self.worker.proc.pid, signal.SIGCONT)
 
     def sandbox_label(self) -> str:
         return "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.landlock_abi)
@@ -424,7 +274,7 @@ class Session:
         try:
             _, rep = self._call("profile", ("pool", self._fresh(1)[0]), facts)
             summary = self._checked("profile", replies.profile, rep)
-        except (Failed, C.SetupError) as e:
+        except (Failed, _common.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while profiling: {e}")
             return None
         return summary if self.count_flops(facts) else None
@@ -435,7 +285,7 @@ class Session:
         try:
             _, counted = self._call("flops", ("pool", self._fresh(1)[0]), facts)
             facts["executed_flops"], error = self._checked("flops", replies.flops, counted)
-        except (Failed, C.SetupError) as e:
+        except (Failed, _common.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while counting FLOPs: {e}")
             return False
         if error:

@@ -26,10 +26,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 import torch  # noqa: E402
 
-from harness import _common as C  # noqa: E402
+from harness import _common  # noqa: E402
 from harness.session import Session  # noqa: E402
 
 # The benchmark input and two fresh inputs (one with a strict-fp32 reference). bench and
@@ -90,12 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         facts = check(args.candidate, args.preset, args.device, unsandboxed=args.unsandboxed, frames_out=args.frames_out)
-    except C.SetupError as e:
+    except _common.SetupError as e:
         print(f"verify: setup error: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
     verdict = "PASS" if facts["passed"] else f"FAIL: {facts['reason']}"
     name = facts["quality_name"]
-    C.emit([f"verify {facts['candidate']} on {facts['preset']} ({facts['gpu']}, sandbox {facts['sandbox']}): {verdict}",
+    _common.emit([f"verify {facts['candidate']} on {facts['preset']} ({facts['gpu']}, sandbox {facts['sandbox']}): {verdict}",
             f"worst of the {len(facts['checked'])} calls checked: {name} {_fmt(facts['quality'])}, "
             f"max abs {_fmt(facts['max_abs'], '.3g')}; benchmark input: {name} {_fmt(facts['benchmark_quality'])}, "
             f"max abs {_fmt(facts['benchmark_max_abs'], '.3g')}"], facts)

@@ -15,8 +15,9 @@ experiment refuses while it runs, and the other way round.
 
 Judging. When every member is done its records go through run_experiment's apply, in a fixed
 order: failed members first (member order), then passing members best metric first. So the keep
-rule is one experiment's: the best passing member is judged against the best keeper, each later
-one against the result, and at most one is kept (committed as optimize.py; a candidate file is
+rule is one experiment's: the best passing member is judged against the current keeper (timed
+beside it on its GPU), each later one against the result (by its recorded figure: the keeper it
+was timed beside is no longer current), and at most one is kept (committed as optimize.py; a candidate file is
 never modified). Every member is a row; its desc names the wave, member and GPU. A member whose
 measuring process dies (host out of memory, a harness crash) or outlives --member-wall is a
 `crash` / `timeout` row made here; the others go on. With no baseline row for this GPU yet, every
@@ -44,10 +45,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
-from harness import _common as C  # noqa: E402
-from harness import records as R  # noqa: E402
-from harness import run_experiment as X  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+from harness import _common  # noqa: E402
+from harness import records  # noqa: E402
+from harness import run_experiment  # noqa: E402
 from harness import process  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
@@ -116,8 +117,8 @@ def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
     m["wall_s"] = time.perf_counter() - t0
     if code == 0 and m["record"].is_file():
         try:  # signed by the member with this person's key, every field checked
-            m["recs"] = X.read_record_file(m["record"], C.load_goals())
-        except X.Refused as e:
+            m["recs"] = run_experiment.read_record_file(m["record"], _common.load_goals())
+        except run_experiment.Refused as e:
             m["refused"] = str(e)
         return
     tail = [ln for ln in (out / f"m{m['k']}.log").read_text(errors="replace").splitlines() if ln.strip()]
@@ -137,8 +138,8 @@ def made_here(m: dict[str, Any], like: dict[str, Any], gpu_name: str) -> dict[st
     """The record of a member whose measuring process left none: a red row, like any failure."""
     status, reason = m["failure"]
     return {"desc": m["desc"], "preset": like["preset"], "device": like["device"], "frozen_hash": like["frozen_hash"],
-            "timestamp": R.utc_now(), "rebaseline": False, "candidate_file": str(m["path"]), "source": m["source"],
-            "candidate_sha": C.sha256_bytes(m["source"].encode())[:16], "facts": {"gpu": gpu_name},
+            "timestamp": records.utc_now(), "rebaseline": False, "candidate_file": str(m["path"]), "source": m["source"],
+            "candidate_sha": _common.sha256_bytes(m["source"].encode())[:16], "facts": {"gpu": gpu_name},
             "outcome": status, "reason": reason, "wall_s": m["wall_s"], "gpu_index": m["gpu"],
             "profile_md": None, "strip_png": None}
 
@@ -168,17 +169,17 @@ def fairness(measured: list[tuple[str, str, float]], noise: float) -> list[str]:
 
 
 def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
-    device = a.device or C.default_device()
+    device = a.device or _common.default_device()
     files = [f.resolve() for f in a.files for _ in range(a.repeat)]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
-        raise X.Refused(f"candidate file not found: {missing[0]}")
+        raise run_experiment.Refused(f"candidate file not found: {missing[0]}")
     slots = gpu_slots(a, device, len(files))
     if not slots:
-        raise X.Refused("no GPU to measure on (pass --gpus, or --device cpu)")
-    preset = C.pick_preset(goals, a.preset, device)
+        raise run_experiment.Refused("no GPU to measure on (pass --gpus, or --device cpu)")
+    preset = _common.pick_preset(goals, a.preset, device)
     tag = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    out = C.root() / "runs" / "wave" / tag
+    out = _common.root() / "runs" / "wave" / tag
     out.mkdir(parents=True, exist_ok=True)
     members = []
     for k, f in enumerate(files):
@@ -188,7 +189,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
         members.append({"k": k, "path": f, "source": source, "gpu": gpu, "desc": desc, "record": out / f"m{k}.json",
                         "parallel": min(len(slots), len(files))})
     print(f"wave {tag}: {len(members)} members on GPUs {','.join(slots)} ({device}, preset {preset}); logs in {out}")
-    frozen_hash = C.frozen_hash()
+    frozen_hash = _common.frozen_hash()
     process.become_subreaper()
     t0 = time.perf_counter()
     by_gpu: dict[str, list[dict[str, Any]]] = {}
@@ -203,23 +204,23 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
 
     refused = [m for m in members if "refused" in m]
     if refused:
-        raise X.Refused(f"member {refused[0]['k']} was refused, nothing recorded: {refused[0]['refused']}")
+        raise run_experiment.Refused(f"member {refused[0]['k']} was refused, nothing recorded: {refused[0]['refused']}")
     recorded = [r for m in members for r in m.get("recs", [])]
     like = recorded[0] if recorded else {"preset": preset, "device": device, "frozen_hash": frozen_hash}
     gpu_name = next((r["facts"]["gpu"] for r in recorded if r.get("facts", {}).get("gpu")), None)
     for m in members:
         if "recs" not in m:
-            gpu_name = gpu_name or C.env_info(device)["gpu"]
+            gpu_name = gpu_name or _common.env_info(device)["gpu"]
             m["recs"] = [made_here(m, like, gpu_name)]
         m["rec"] = m["recs"][-1]
     baselines = [(m, r) for m in members for r in m["recs"][:-1] if r.get("rebaseline")]
-    better = R.metric_spec(goals).get("better", "lower")
+    better = goals.better
     results, kept = [], None
     if baselines:  # no baseline row for this GPU: the first member's is recorded, the others are printed
-        code, facts = X.apply(baselines[0][1], goals)
+        code, facts = run_experiment.apply(baselines[0][1], goals)
         results.append(facts)
     for m in judging_order(members, better):
-        code, facts = X.apply(m["rec"], goals)
+        code, facts = run_experiment.apply(m["rec"], goals)
         m["result"] = facts
         results.append(facts)
         kept = kept or (m if facts["status"] == "keep" else None)
@@ -239,10 +240,10 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
                      f"{others} measured one too (printed below, not rows)")
     measured = [(f"{Path(r['candidate_file']).name} ({r['candidate_sha'][:8]})", str(r.get("gpu_index", m["gpu"])),
                  r["facts"]["median_s"]) for m in members for r in m["recs"] if r["outcome"] == "measured"]
-    fair = fairness(measured, goals["noise_threshold"])
+    fair = fairness(measured, goals.noise)
     lines += fair
     lines.append(f"wave wall time {wall:.1f} s (longest member {max(m['wall_s'] for m in members):.1f} s)")
-    C.emit(lines, {"wave": tag, "exps": [r["exp"] for r in results], "kept": kept["result"]["exp"] if kept else None,
+    _common.emit(lines, {"wave": tag, "exps": [r["exp"] for r in results], "kept": kept["result"]["exp"] if kept else None,
                    "wall_s": round(wall, 3), "fairness": fair,
                    "members": [{"k": m["k"], "gpu": m["gpu"], "file": str(m["path"]), "exp": m["result"]["exp"],
                                 "status": m["result"]["status"], "median_s": m["result"]["row"].get("median_s"),
@@ -258,24 +259,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpus", help="comma-separated GPU indices (default: every visible GPU)")
     p.add_argument("--preset")
     p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--timeout", type=C.seconds, help="seconds allowed for each member's build and each call")
+    p.add_argument("--timeout", type=_common.seconds, help="seconds allowed for each member's build and each call")
     p.add_argument("--member-wall", type=float, default=MEMBER_WALL_S,
                    help="seconds a member's measuring process may run in all")
     p.add_argument("--no-profile", action="store_true", help="skip profiling would-be keepers")
     p.add_argument("--unsandboxed", action="store_true", help="as run_experiment's (every row says so)")
     a = p.parse_args(argv)
     try:
-        goals = C.load_goals()
+        goals = _common.load_goals()
         if a.repeat < 1:
-            raise X.Refused("--repeat must be at least 1")
-        lock = X.acquire_lock()
+            raise run_experiment.Refused("--repeat must be at least 1")
+        lock = run_experiment.acquire_lock()
         try:
             return run_wave(a, goals)
         finally:
             lock.close()
-    except (X.Refused, C.SetupError) as e:
+    except (run_experiment.Refused, _common.SetupError) as e:
         print(f"wave: refused: {e}", file=sys.stderr)
-        C.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
+        _common.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
         return 2
 
 

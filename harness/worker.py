@@ -38,7 +38,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: see _common
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import landlock  # noqa: E402  (standard library only)
 from harness.channel import Channel  # noqa: E402
 
@@ -73,16 +73,16 @@ class Worker:
     def __init__(self, chan: Channel, cfg: dict[str, Any]) -> None:
         import torch
 
-        from harness import _common as C
+        from harness import _common
         from harness import shared
 
-        self.torch, self.C, self.chan, self.cfg = torch, C, chan, cfg
+        self.torch, self.common, self.chan, self.cfg = torch, _common, chan, cfg
         self.device = cfg["device"]
         self.inp = shared.attach(cfg["input"], INPUT_FD)
         self.out = shared.attach(cfg["output"], OUTPUT_FD)
-        goals = C.load_goals()
+        goals = _common.load_goals()
         self.goals = goals
-        self.adapter = C.load_adapter(goals)
+        self.adapter = _common.load_adapter(goals)
         self.model = self.adapter.load_model(self.device)
         self.fn = None
 
@@ -92,13 +92,11 @@ class Worker:
 
     def deliver(self, y: Any) -> str | None:
         """Copy an output into the shared buffer; the reason it cannot be, or None."""
-        torch = self.torch
-        if not isinstance(y, torch.Tensor):
-            return f"output is {type(y).__name__}, not a tensor"
-        if tuple(y.shape) != tuple(self.out.shape):
-            return f"output shape {tuple(y.shape)} != expected {tuple(self.out.shape)}"
-        if y.dtype != self.out.dtype:
-            return f"output dtype {y.dtype} != expected {self.out.dtype}"
+        from harness.tensor_checks import output_mismatch
+
+        why = output_mismatch(y, self.out.shape, self.out.dtype, "expected")
+        if why:
+            return why
         self.out.copy_(y)
         self.sync()
         return None
@@ -168,21 +166,11 @@ def flop_counter():
 
 
 def load_source(path: str, source: str, build_fn: str):
-    """Import the candidate from the bytes the harness read and hashed. Code that reads its own
-    source (Triton's @jit does, via inspect) must see these bytes too: pin them in the line cache."""
-    import importlib.util
-    import linecache
+    """Import the candidate from the bytes the harness read and hashed (harness/loader.py), its
+    folder importable as a script's is."""
+    from harness.loader import build_function, load_source as load
 
-    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
-    sys.path.insert(0, str(Path(path).parent))  # as for a script: its own folder is importable
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["candidate"] = module
-    exec(compile(source, path, "exec"), module.__dict__)
-    build = getattr(module, build_fn, None)
-    if build is None:
-        raise AttributeError(f"{Path(path).name} defines no {build_fn}()")
-    return build
+    return build_function(load(path, source, "candidate", own_folder_first=True), build_fn, path)
 
 
 def serve(chan: Channel) -> None:

@@ -17,7 +17,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from . import load_vae, weights_kind as _weights_kind
 from .vae import WanVAE
-from .weights import CHECKPOINT, file_sha256, synthetic_id
+from .weights import CHECKPOINT, synthetic_id
+from harness._common import sha256_file
+from harness.tensor_checks import output_mismatch
 
 # Compared in pieces of this many elements: a 720p clip is 327 M of them, and a whole fp64 copy of
 # the difference would need 2.6 GB on the device.
@@ -36,21 +38,15 @@ def weights_kind() -> str:
 def weights_id() -> str:
     """Which weights the references were made with: the checkpoint file's sha256, or the name of
     the seeded synthetic weights."""
-    return file_sha256(CHECKPOINT) if _weights_kind() == "published" else synthetic_id()
+    return sha256_file(CHECKPOINT) if _weights_kind() == "published" else synthetic_id()
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, gate: dict) -> dict:
     """The gate for a video: PSNR over the value range and the largest absolute difference, on
     whatever device the tensors are. `ref` may be stored in lower precision (the pool)."""
     facts = {"passed": False, "reason": "", "quality": None, "max_abs": None}
-    if not isinstance(out, torch.Tensor):
-        facts["reason"] = f"output is {type(out).__name__}, not a tensor"
-        return facts
-    if tuple(out.shape) != tuple(ref.shape):
-        facts["reason"] = f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
-        return facts
-    if out.dtype != torch.float32:
-        facts["reason"] = f"dtype {out.dtype} != torch.float32"
+    facts["reason"] = output_mismatch(out, ref.shape, torch.float32, "expected") or ""
+    if facts["reason"]:
         return facts
     sq = torch.zeros((), dtype=torch.float64, device=out.device)
     worst = torch.zeros((), dtype=torch.float32, device=out.device)

@@ -58,14 +58,6 @@ def download_checkpoint() -> Path:
     return Path(hf_hub_download(HF_REPO, HF_FILE, local_dir=CHECKPOINT.parent))
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def state_dict_sha256(state: dict[str, torch.Tensor]) -> str:
     h = hashlib.sha256()
     for name in sorted(state):

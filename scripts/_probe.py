@@ -3,7 +3,6 @@ GPU function (CUDA events for a kernel, wall time for a whole decode), and a dec
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 import time
 from pathlib import Path
@@ -15,10 +14,9 @@ import torch
 
 def load_module(path: Path, name: str = "candidate") -> ModuleType:
     """Import a candidate file (optimize.py or a variant) to call its pieces directly."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from harness.loader import load_source
+
+    return load_source(path, name=name)
 
 
 def median_ms(fn: Callable[[], Any], trials: int = 5, reps: int = 1, warmup: int = 1) -> float:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import make_toy
 from harness import bench, floor, records as R
-from harness.run_experiment import decide, decide_why
+from harness import keep_rule as K
 from test_run_experiment import MEDIUM, candidate, git, run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,19 +20,21 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_every_decision_says_why() -> None:
     # The issue's CPU run: the baseline's calls ranged 1.61-8.70 s around 5.27 s; 0.85x and 3.89x
-    # were both reverts with no word why. Both differences are inside the noise.
-    for median in (5.27 / 0.85, 5.27 / 3.89):
-        status, why = decide_why(median, 0.05, 5.27, 8.70 - 1.61, 0.01)
-        assert status == "revert" and "inside the noise" in why and "cannot tell which is faster" in why, why
-    status, why = decide_why(0.995, 0.001, 1.0, 0.001, 0.01)
-    assert status == "revert" and "within the 1% noise threshold" in why, why
-    status, why = decide_why(1.2, 0.01, 1.0, 0.01, 0.01)
-    assert status == "revert" and why.startswith("20.0% worse"), why
-    status, why = decide_why(0.5, 0.01, 1.0, 0.01, 0.01)
-    assert status == "keep" and why.startswith("50.0% better"), why
-    status, why = decide_why(0.998, 0.01, 1.0, 0.01, 0.01, warmup=(15.4, 18.6, 0.15))
-    assert status == "keep" and "warm-up" in why
-    assert decide(0.5, 0.01, 1.0, 0.01, 0.01) == "keep"  # decide() is decide_why()'s first answer
+    # were both reverts with no word why. Calls that spread across the figure are inside the noise.
+    calls = [1.61, 8.70, 5.27, 3.0, 7.5]
+    for scale in (1 / 0.85, 1.0, 0.9):
+        c = K.compare([t * scale for t in calls], keeper_seconds=5.27)
+        v = K.verdict(c, 0.01, keeper="e001")
+        assert v.status == "revert" and "inside the noise" in v.reason and "cannot tell" in v.reason, v.reason
+    keeper = [1.0, 1.02, 0.98, 1.01, 1.0, 0.99]
+    v = K.verdict(K.compare([t / 1.005 for t in keeper], keeper), 0.01)
+    assert v.status == "revert" and "not surely beyond the 1% noise threshold" in v.reason, v.reason
+    v = K.verdict(K.compare([t * 1.2 for t in keeper], keeper), 0.01)
+    assert v.status == "revert" and v.reason.startswith("reverted: slower than the keeper by 16.7%"), v.reason
+    v = K.verdict(K.compare([t / 2 for t in keeper], keeper), 0.01)
+    assert v.status == "keep" and v.reason.startswith("kept: faster than the keeper by 100.0%"), v.reason
+    v = K.verdict(K.compare([t * 1.002 for t in keeper], keeper), 0.01, warmup=(15.4, 18.6, 0.15))
+    assert v.status == "keep" and "warm-up" in v.reason
 
 
 def test_first_run_reads_honestly(tmp_path: Path) -> None:
@@ -47,9 +49,10 @@ def test_first_run_reads_honestly(tmp_path: Path) -> None:
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
     base = out[out.index("e001: BASELINE"):out.index("e002: KEEP")]
     assert re.search(r"the calls ranged [\d.]+-[\d.]+ s \(spread [\d.]+ s, \d+% of the median\)", base), base
-    assert re.search(r"judged against e001 \([\d.]+\): \d+\.\d% better: beyond the 1% noise threshold", out), out
+    assert re.search(r"kept: faster than e001 by \d+\.\d% \(9\d% CI \+[\d.]+%\.\.\+[\d.]+%, 6 alternating pairs\), "
+                     r"beyond the 1% noise threshold", out), out
     assert "Stop rule" not in out and "floor" not in out  # a CPU run: neither means anything
-    cpu_png = ws / "progress" / f"tiny-{R.C.slug(f['gpu'])}.png"
+    cpu_png = ws / "progress" / f"tiny-{R._common.slug(f['gpu'])}.png"
     assert cpu_png.read_bytes().startswith(b"\x89PNG") and gpu_png.read_bytes() == b"the GPU's picture"
     assert "progress/full-nvidia" not in git(ws, "log", "--name-only", "--format=")  # not committed over either
     assert not (ws / "progress.png").exists()

@@ -21,7 +21,8 @@ import pytest
 from conftest import make_toy, use
 from harness import records as R
 from harness import run_experiment
-from harness.run_experiment import decide
+from harness import keep_rule as K
+from harness import leaderboard
 
 DELAY = 0.4                      # the frozen toy model's cost per call
 SLOW, MEDIUM, FAST = 0.6, 0.2, 0.05
@@ -69,25 +70,50 @@ def git(ws: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=ws, capture_output=True, text=True).stdout
 
 
-def test_decide() -> None:
-    assert decide(1.0, 0.01, None, 0.0, 0.01) == "baseline"
-    assert decide(0.90, 0.01, 1.0, 0.01, 0.01) == "keep"
-    assert decide(0.995, 0.001, 1.0, 0.001, 0.01) == "revert"  # inside the noise threshold
-    assert decide(0.95, 0.08, 1.0, 0.01, 0.01) == "revert"  # gain smaller than the candidate's spread
-    assert decide(0.95, 0.01, 1.0, 0.08, 0.01) == "revert"  # ... or the best's spread
-    assert decide(1.2, 0.0, 1.0, 0.0, 0.01) == "revert"
-    # a throughput: higher is better, the same rule mirrored
-    assert decide(110.0, 1.0, 100.0, 1.0, 0.01, "higher") == "keep"
-    assert decide(100.5, 0.1, 100.0, 0.1, 0.01, "higher") == "revert"
-    # The warm-up rule: a tie on the metric with a warm-up shorter by the asked fraction is kept
-    # (e041's case: 15.4 s against 18.6 s, 17% shorter), never a slower metric or a small saving.
-    assert decide(0.998, 0.01, 1.0, 0.01, 0.01, warmup=(15.4, 18.6, 0.15)) == "keep"
-    assert decide(1.005, 0.01, 1.0, 0.01, 0.01, warmup=(15.4, 18.6, 0.15)) == "keep"  # worse, but within noise
-    assert decide(1.02, 0.01, 1.0, 0.01, 0.01, warmup=(5.0, 18.6, 0.15)) == "revert"  # a slower call buys nothing
-    assert decide(0.998, 0.01, 1.0, 0.01, 0.01, warmup=(16.5, 18.6, 0.15)) == "revert"  # 11% shorter: not enough
-    assert decide(99.5, 0.1, 100.0, 0.1, 0.01, "higher", warmup=(10.0, 20.0, 0.15)) == "keep"
-    assert decide(97.0, 0.1, 100.0, 0.1, 0.01, "higher", warmup=(10.0, 20.0, 0.15)) == "revert"
-    assert decide(90.0, 0.1, 100.0, 0.1, 0.01, "higher") == "revert"
+def test_keep_rule() -> None:
+    """The verdict from paired calls (keeper seconds beside candidate seconds): a keep needs the
+    confidence interval's lower end above the noise threshold; the reason says which case it is."""
+    keeper = [1.0, 1.1, 0.9, 1.3, 1.0, 1.05]
+    faster = [t / 1.10 for t in keeper]   # 10% faster in every pair, however the machine drifted
+    c = K.compare(faster, keeper)
+    assert c.paired and c.pairs == 6 and abs(c.gain - 0.10) < 1e-9 and c.confidence > 0.95
+    v = K.verdict(c, 0.01, keeper="e002")
+    assert v.status == "keep" and v.reason.startswith("kept: faster than e002 by 10.0% (97% CI +10.0%..+10.0%")
+    same = [t * f for t, f in zip(keeper, (1.02, 0.99, 1.01, 0.98, 1.0, 1.015))]
+    v = K.verdict(K.compare(same, keeper), 0.01)
+    assert v.status == "revert" and "inside the noise" in v.reason and "CI" in v.reason
+    v = K.verdict(K.compare([t * 1.2 for t in keeper], keeper), 0.01)
+    assert v.status == "revert" and "slower" in v.reason
+    v = K.verdict(K.compare([t / 1.005 for t in keeper], keeper), 0.01)  # faster, but inside the threshold
+    assert v.status == "revert" and "not surely beyond the 1% noise threshold" in v.reason
+    # One slow pair in six does not make a keep (the interval's lower end is the worst pair's).
+    v = K.verdict(K.compare(faster[:5] + [keeper[5] * 1.1], keeper), 0.01)
+    assert v.status == "revert"
+    # Against a recorded figure (no keeper beside it): the same test on the candidate's own calls.
+    c = K.compare([0.9, 0.91, 0.89, 0.9, 0.9], keeper_seconds=1.0)
+    assert not c.paired and K.verdict(c, 0.01).status == "keep" and "drift" in K.verdict(c, 0.01).reason
+    # The warm-up rule: no slower beyond the threshold, at the interval's confidence, and a warm-up
+    # shorter by the asked fraction (e041's case: 15.4 s against 18.6 s, 17% shorter).
+    tie = K.compare([t * 1.002 for t in keeper], keeper)
+    assert K.verdict(tie, 0.01, warmup=(15.4, 18.6, 0.15)).status == "keep"
+    assert K.verdict(tie, 0.01, warmup=(16.5, 18.6, 0.15)).status == "revert"  # 11% shorter: not enough
+    slower = K.compare([t * 1.02 for t in keeper], keeper)
+    assert K.verdict(slower, 0.01, warmup=(5.0, 18.6, 0.15)).status == "revert"  # a slower call buys nothing
+    # A throughput target judged against a figure: 110 work/s against 100.
+    rec_facts = {"times_s": [1 / 110] * 6, "median_s": 1 / 110}
+    assert K.judge(rec_facts, 110.0, 0.01, "higher", K.Keeper("e002", "ab", 100.0)).status == "keep"
+    assert K.judge(rec_facts, 110.0, 0.01, "higher", None).status == "baseline"
+
+
+def test_a_wide_keeper_spread_blocks_nothing() -> None:
+    """Issue 24: a keeper whose timed calls once spread 3.38 s blocked every later keep (a keep had
+    to beat it by more than either spread). Its spread is no longer used: the keeper measured beside
+    the candidate decides."""
+    keeper = K.Keeper("e002", "abcd" * 4, 5.27)
+    facts = {"times_s": [4.0, 4.1, 3.9, 4.0, 4.05, 4.0], "median_s": 4.0,
+             "paired": {"keeper_sha": "abcd" * 4, "keeper_times_s": [5.2, 8.7, 5.3, 1.61 + 3.9, 5.25, 5.3]}}
+    v = K.judge(facts, 4.0, 0.01, "lower", keeper)
+    assert v.status == "keep" and v.comparison.paired and v.comparison.low > 0.2
 
 
 def test_records_append_only(tmp_path: Path) -> None:
@@ -106,19 +132,19 @@ def test_records_append_only(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         R.append_row(base | {"status": "great"}, path)
     path.write_text(after + "broken line\n")  # a damaged file is refused, not extended, and says how to repair it
-    with pytest.raises(R.C.SetupError, match="repair it by hand"):
+    with pytest.raises(R._common.SetupError, match="repair it by hand"):
         R.append_row(base, path)
     prog = tmp_path / "PROGRESS.md"
-    R.append_progress("e001 baseline", prog)
-    R.append_progress("e002 keep", prog)
+    leaderboard.append_progress("e001 baseline", prog)
+    leaderboard.append_progress("e002 keep", prog)
     text = prog.read_text()
     assert "## Dead ends" in text and text.endswith("## Log\n\n- e001 baseline\n- e002 keep\n")
-    md = R.write_leaderboard(got, tmp_path / "leaderboard.md")
+    md = leaderboard.write_leaderboard(got, tmp_path / "leaderboard.md")
     assert "Generated" in md and md.index("| e002 |") < md.index("| e001 |")
     # A new baseline starts a comparison: its keepers are ranked first, apart from the faster e002.
     later = got + [got[0] | {"exp": "e003", "median_s": "2.0", "metric": "2.0"},
                    got[0] | {"exp": "e004", "status": "keep", "median_s": "1.5", "metric": "1.5"}]
-    md = R.write_leaderboard(later, tmp_path / "leaderboard.md")
+    md = leaderboard.write_leaderboard(later, tmp_path / "leaderboard.md")
     assert md.index("| 1 | e004 |") < md.index("| 2 | e003 |") < md.index("Earlier comparisons") < md.index("| 1 | e002 |")
 
 
@@ -163,6 +189,11 @@ def test_flow(tmp_path: Path) -> None:
     strip = ws / "quality" / "e002.png"  # the keeper's quality strip, committed with its record
     assert strip.read_bytes().startswith(b"\x89PNG") and "quality/e002.png" in git(ws, "ls-files")
     assert json.loads((ws / "records" / "e001.json").read_text())["status"] == "baseline"
+    # The record points at the strip and the profile (path and sha256) and holds no copy of either.
+    rec = json.loads((ws / "records" / "e002.json").read_text())
+    assert "strip_png" not in rec and "profile_md" not in rec and rec["verdict"].startswith("kept: faster than e001")
+    for key, path in (("strip_file", strip), ("profile_file", ws / "profiles" / "e002.md")):
+        assert rec[key] == {"path": path.relative_to(ws).as_posix(), "sha256": R._common.sha256_bytes(path.read_bytes())}
 
     for text, status, extra in [(candidate(SLOW), "revert", []),                      # slower
                                 (candidate(FAST, body="return model(x) * 0.5"), "gate_fail", []),
@@ -244,19 +275,16 @@ def test_tampering_voids_the_run(tmp_path: Path) -> None:
     assert f["sandbox"] == "none (--unsandboxed)" and (ws / "optimize.py").read_text() == before
 
 
-def test_warmup_tie_reads_the_best_keepers_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import _common
-
-    monkeypatch.setattr(_common, "root", lambda: tmp_path)
+def test_warmup_tie_reads_the_best_keepers_record(tmp_path: Path) -> None:
     (tmp_path / "records").mkdir()
     (tmp_path / "records" / "e007.json").write_text(json.dumps({"facts": {"warmup_s": 18.6}}))
     goals = {"warmup_gain": 0.15}
-    assert run_experiment.warmup_tie(goals, {"warmup_s": 15.4}, {"exp": "e007"}) == (15.4, 18.6, 0.15)
-    assert run_experiment.warmup_tie({}, {"warmup_s": 15.4}, {"exp": "e007"}) is None  # the target asks for no warm-up rule
-    assert run_experiment.warmup_tie(goals, {"warmup_s": 15.4}, {"exp": "e008"}) is None  # the best has no record here
-    assert run_experiment.warmup_tie(goals, {}, {"exp": "e007"}) is None
+    assert K.warmup_tie(goals, {"warmup_s": 15.4}, {"exp": "e007"}, tmp_path / "records") == (15.4, 18.6, 0.15)
+    assert K.warmup_tie({}, {"warmup_s": 15.4}, {"exp": "e007"}, tmp_path / "records") is None  # the target asks for no warm-up rule
+    assert K.warmup_tie(goals, {"warmup_s": 15.4}, {"exp": "e008"}, tmp_path / "records") is None  # the best has no record here
+    assert K.warmup_tie(goals, {}, {"exp": "e007"}, tmp_path / "records") is None
     # A baseline measured earlier in the same run has no record yet: its warm-up travels with it.
-    assert run_experiment.warmup_tie(goals, {"warmup_s": 15.4}, {"status": "baseline", "warmup_s": 30.0}) == (15.4, 30.0, 0.15)
+    assert K.warmup_tie(goals, {"warmup_s": 15.4}, {"status": "baseline", "warmup_s": 30.0}) == (15.4, 30.0, 0.15)
 
 
 def test_after_a_warm_up_keep_the_current_keeper_is_the_reference(tmp_path: Path) -> None:
@@ -274,11 +302,23 @@ def test_after_a_warm_up_keep_the_current_keeper_is_the_reference(tmp_path: Path
     got = R.read_rows(path)
     best, current = R.best_row(got, "full", "H100"), R.current_row(got, "full", "H100")
     assert (best["exp"], current["exp"]) == ("e044", "e047")
-    assert run_experiment.rerun_of("f00d" + "0" * 12, best, current)["exp"] == "e047"
-    assert run_experiment.rerun_of("03aa" + "0" * 12, best, current)["exp"] == "e044"
-    assert run_experiment.rerun_of("beef" + "0" * 12, best, current) is None
+    assert K.rerun_of("f00d" + "0" * 12, best, current)["exp"] == "e047"
+    assert K.rerun_of("03aa" + "0" * 12, best, current)["exp"] == "e044"
+    assert K.rerun_of("beef" + "0" * 12, best, current) is None
     # The warm-up clause compares with the current keeper: 24 s is no gain over e047's 15.4 s.
-    assert decide(2.150, 0.01, 2.148, 0.01, 0.01, warmup=(24.0, 15.4, 0.15)) == "revert"
-    assert decide(2.150, 0.01, 2.148, 0.01, 0.01, warmup=(24.0, 28.8, 0.15)) == "keep"  # what e044's figure would say
+    facts = {"times_s": [2.150] * 5, "median_s": 2.150, "warmup_s": 24.0}
+    goals = {"noise_threshold": 0.01, "warmup_gain": 0.15}
+    rec = {"facts": facts, "metric": 2.150, "candidate_sha": "beef" + "0" * 12}
+    assert K.judge_record(rec, goals, best, current | {"warmup_s": 15.4}).status == "revert"
+    assert K.judge_record(rec, goals, best, best | {"warmup_s": 28.8}).status == "keep"  # what e044's figure would say
     R.append_row(row | {"exp": "e048", "status": "baseline", "median_s": 9.9, "metric": 9.9, "candidate_sha": "b"}, path)
     assert R.current_row(R.read_rows(path), "full", "H100")["exp"] == "e048"  # a new baseline starts over
+
+
+def test_rows_read_as_numbers(tmp_path: Path) -> None:
+    """A row's cells stay the text in the file; its attributes are the numbers they mean."""
+    path = tmp_path / "results.tsv"
+    R.append_row({"exp": "e001", "status": "baseline", "median_s": 2.5, "spread_s": 0.1, "preset": "tiny", "gpu": "g"}, path)
+    row = R.read_rows(path)[0]
+    assert isinstance(row, R.Row) and row["median_s"] == "2.5" and row.median_s == 2.5 and row.quality is None
+    assert row.metric_value == 2.5 == R.metric_value(dict(row))  # a legacy row (no metric): its median

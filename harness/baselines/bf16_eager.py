@@ -4,10 +4,10 @@ bench --baseline reports."""
 
 import torch
 
-from harness import _common as C
+from harness import _common
 
-_goals = C.load_goals()
-_adapter = C.load_adapter(_goals)
+_goals = _common.load_goals()
+_adapter = _common.load_adapter(_goals)
 
 
 def build(model, example_input):

@@ -3,10 +3,10 @@
 The row called `baseline` is this file measured on the machine at hand: every speedup is against it.
 """
 
-from harness import _common as C
+from harness import _common
 
-_goals = C.load_goals()
-_adapter = C.load_adapter(_goals)
+_goals = _common.load_goals()
+_adapter = _common.load_adapter(_goals)
 
 
 def build(model, example_input):

@@ -17,7 +17,7 @@ mount those paths read-only for every shell command. The tools the loop does not
     operators, redirections, `$`, backticks or newlines that would run something else
     unsandboxed; only with an interpreter that lies outside the project (a venv the agent can
     write would run its code unsandboxed); and only while nothing the sandboxed agent wrote at the
-    root can be imported by the harness in place of a real module (harness/_common puts the root
+    root can be imported by the harness in place of a real module (harness/__init__.py puts the root
     on sys.path, so a planted torch.py would run unsandboxed). A harness command asked for inside
     the sandbox is refused with the way to run it.
   - Edit / Write / NotebookEdit by the model-optimizer subagent (payload agent_type

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import sys
 import time
@@ -31,18 +30,18 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.append(str(HERE.parents[1]))  # the harness's loader (harness/loader.py), last
 
 from llm.decode import path_of, prompt_of  # noqa: E402
 from llm.gate import compare  # noqa: E402
+
+from harness.loader import load_source  # noqa: E402
 
 CALIBRATION = ("bf16_eager.py", "skip_layer.py", "int4_activations.py", "parallel_prefill.py")
 
 
 def load_candidate(path: Path):
-    spec = importlib.util.spec_from_file_location(f"_cal_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_source(path, name=f"_cal_{path.stem}")
 
 
 def leaves_at(out: torch.Tensor, own: torch.Tensor) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from harness.tensor_checks import output_mismatch
+
 # Rows of [positions, vocab] converted to fp64 at once: ~64 MB at Qwen's 151936 tokens.
 _CHUNK_ELEMENTS = 1 << 23
 
@@ -41,14 +43,8 @@ def compare(out: Any, ref: torch.Tensor, gate: dict[str, Any]) -> dict[str, Any]
     """The verdict on one output: passed, reason ("" when passed), quality (= max KL), max_abs."""
     res: dict[str, Any] = {"passed": False, "reason": "", "quality": None, "max_abs": None,
                            "max_kl": None, "mean_kl": None, "top1_agree": None}
-    if not isinstance(out, torch.Tensor):
-        res["reason"] = f"output is {type(out).__name__}, not a tensor"
-        return res
-    if tuple(out.shape) != tuple(ref.shape):
-        res["reason"] = f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
-        return res
-    if out.dtype != ref.dtype:
-        res["reason"] = f"dtype {out.dtype} != reference {ref.dtype}"
+    res["reason"] = output_mismatch(out, ref.shape, ref.dtype) or ""
+    if res["reason"]:
         return res
     if not bool(torch.isfinite(out).all()):
         res["reason"] = "output has NaN or Inf"

@@ -1,0 +1,90 @@
+"""The keeper and the candidate timed in alternation, each in a worker of its own (harness/session.py).
+
+    keeper_facts, candidate_facts = measure_pair(keeper_session, candidate_session, pairs)
+
+Both workers are built (one at a time), then the timed calls alternate in pairs whose order (keeper
+first or candidate first) is drawn from os.urandom, so the machine's drift falls on both alike
+(harness/keep_rule.py reads the pairs). Only the worker being timed runs: the other one, and
+everything it started, is stopped (SIGSTOP) for the whole call, so it cannot take the CPU or the
+GPU's queue from its rival. Work a worker queued on the GPU before saying "done" could still run
+into the rival's call: before each call the harness waits until NVML reads the GPU idle, and a
+worker that leaves it busy fails (harness/busy.py wait_idle). Every call is the same call as in a
+measurement alone: a fresh input, checked. (Unsandboxed, a person's choice, a process the worker
+double-forked is adopted by the harness and is not stopped with it; in the sandbox it stays in the
+worker's PID namespace, below the worker.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness import busy
+from harness.session import Session
+
+_rng = random.SystemRandom()
+
+
+@contextlib.contextmanager
+def started(keeper: Path, candidate: Path, preset: str, device: str, **options: Any) -> Iterator[tuple[Session, Session]]:
+    """Two sessions on the same inputs, their workers started at once; both closed after."""
+    k = Session(keeper, preset, device, **options)
+    c = Session(candidate, preset, device, assets_from=k, **options)
+    try:
+        k.spawn()
+        c.spawn()
+        k.await_ready()
+        c.await_ready()
+        yield k, c
+    finally:
+        c.__exit__(None, None, None)
+        k.__exit__(None, None, None)
+
+
+def measure_pair(keeper: Session, candidate: Session, pairs: int,
+                 want_frame: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Measure both with `pairs` timed calls each, alternating. The candidate's facts get "paired":
+    the keeper's timed calls beside its own. A keeper that fails leaves the candidate measured alone
+    (its facts say why in "paired_error")."""
+    both = (keeper, candidate)
+    facts: dict[Session, dict[str, Any]] = {}
+    for s in both:  # built one at a time, the other one frozen
+        _only(s, both)
+        facts[s] = s.begin(want_frame=want_frame and s is candidate, runs=pairs)
+    last: Session | None = None
+    for _ in range(pairs):
+        order = both if _rng.getrandbits(1) else both[::-1]
+        for s in order:
+            if facts[s]["status"] != "measured":
+                continue
+            _only(s, both)
+            if last not in (None, s) and facts[last]["status"] == "measured" and \
+                    not busy.wait_idle(s.device, s.timeouts["call_s"]):
+                last.fail(facts[last], "gate_fail", f"the GPU was still busy {s.timeouts['call_s']:.0f} s after its "
+                          "call had returned: work left running after 'done'")
+                if last is candidate:
+                    break
+            s.timed_call(facts[s])
+            last = s
+        if facts[candidate]["status"] != "measured":
+            break
+    for s in both:
+        s.resume()
+    kf, cf = keeper.finish(facts[keeper]), candidate.finish(facts[candidate])
+    if kf["passed"] and cf["passed"]:
+        cf["paired"] = {"keeper_sha": kf["candidate_sha"][:16], "keeper_times_s": kf["times_s"],
+                        "keeper_warmup_s": kf["warmup_s"], "keeper_median_s": kf["median_s"]}
+    elif cf["passed"]:
+        cf["paired_error"] = f"the keeper failed beside it: {kf['reason']}"
+    return kf, cf
+
+
+def _only(s: Session, both: tuple[Session, ...]) -> None:
+    """Freeze the others, wake s."""
+    for other in both:
+        if other is not s:
+            other.pause()
+    s.resume()

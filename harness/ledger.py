@@ -1,0 +1,281 @@
+"""The ledger: an experiment's record becomes a row, and git and optimize.py follow it.
+
+`apply(rec, goals)` (under the records lock) judges a measured record against results.tsv with the
+keep rule (harness/keep_rule.py), writes records/<exp>.json then its row (harness/records.py), the
+leaderboard, PROGRESS.md and this machine's progress picture; a keeper's source becomes the
+candidate file and is committed with its profile and quality strip; after a revert the candidate
+file is restored to the current keeper. A stored record holds what is nowhere else: the profile
+and the strip live in profiles/ and quality/, and the record points at them (path and sha256).
+`summary` is what a person reads at the end of a run.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness import _common
+from harness import floor, keep_rule, leaderboard
+from harness import records
+from harness.record_file import validate_record
+from harness.records import Refused
+from harness.replies import markdown
+
+
+def check_committed(repo: Any, goals: dict[str, Any]) -> None:
+    """A revert restores the candidate from git and every row names a commit, so the target's files
+    (goals file, candidate, adapter package) must be committed: refused up front, in one line, not a
+    GitCommandError after the baseline row."""
+    if repo is None:
+        return
+    top = Path(repo.working_tree_dir).resolve()
+    files = [_common.goals_path(), _common.root() / goals["candidate"], _common.root() / goals["adapter"].split(".")[0]]
+    rel = [os.path.relpath(p, top) for p in files if p.exists() or p.is_symlink()]
+    committed = repo.git.ls_tree("-r", "--name-only", "HEAD", "--", *rel).splitlines() if repo.head.is_valid() else []
+    missing = [r for r in rel if not any(c == r or c.startswith(r + "/") for c in committed)]
+    missing += repo.git.ls_files("--others", "--exclude-standard", "--", *rel).splitlines()
+    if missing:
+        raise Refused(f"{', '.join(dict.fromkeys(missing))} not committed: a revert restores {goals['candidate']} from "
+                      f"git and each row names a commit; commit the target first (git add {os.path.relpath(_common.root(), top)} "
+                      f"&& git commit), then run again")
+
+
+def check_frozen(base: dict[str, str] | None, fh: str) -> None:
+    if base and base["frozen_hash"] != fh:
+        raise Refused(
+            f"the frozen files (harness/, model/, goals.json) hash to {fh}, but baseline {base['exp']} "
+            f"was recorded with {base['frozen_hash']}: numbers would not be comparable. Undo the change "
+            f"to the frozen files, or (a person, on purpose) rerun with --rebaseline to start a new baseline.")
+
+
+def git_repo() -> Any:
+    try:
+        import git  # lazy: the GPU machine has no GitPython
+    except ImportError:
+        return None
+    try:
+        return git.Repo(_common.root(), search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+
+
+def _commit(repo: Any, paths: list[Path], message: str) -> str:
+    top = Path(repo.working_tree_dir).resolve()
+    rel = [str(p.resolve().relative_to(top)) for p in paths if p.exists()]
+    repo.git.add("--", *rel)
+    ident = []
+    if not repo.git.config("user.email", with_exceptions=False):
+        ident = ["-c", "user.name=auto-optim", "-c", "user.email=auto-optim@localhost"]
+    if repo.head.is_valid() and not repo.git.diff("HEAD", "--cached", "--", *rel):
+        # Nothing new to commit: the row names the commit that made these files what they are.
+        return (repo.git.log("-1", "--format=%H", "--", *rel) or repo.head.commit.hexsha)[:10]
+    repo.git.execute(["git", *ident, "commit", "-q", "-m", message, "--", *rel])
+    return repo.head.commit.hexsha[:10]
+
+
+def _head(repo: Any) -> str:
+    return repo.head.commit.hexsha[:10] if repo is not None and repo.head.is_valid() else "nogit"
+
+
+def _saved_best(preset: str) -> Path:
+    return _common.root() / "runs" / f"best_{preset}.py"
+
+
+def restore(keeper: dict[str, str] | None, target: Path, preset: str, repo: Any) -> str:
+    """Put the current keeper's source (records.current_row; saved at its keep) back into optimize.py;
+    say where it came from."""
+    saved = _saved_best(preset)
+    if keeper is not None and keeper["status"] == "keep" and saved.is_file():
+        source, where = saved.read_text(), f"{keeper['exp']}, the current keeper"
+    elif repo is not None and keeper is not None and keeper["commit"] not in ("-", "nogit"):
+        rel = target.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
+        try:
+            source = repo.git.show(f"{keeper['commit']}:{rel}", strip_newline_in_stdout=False)
+        except Exception:  # noqa: BLE001 - GitCommandError: that commit does not hold the file
+            return f"optimize.py left as it is: {rel} is not in {keeper['exp']}'s commit {keeper['commit']}"
+        where = f"the version committed with {keeper['exp']} ({keeper['commit']})"
+    else:
+        return "optimize.py left as it is (no keeper to restore yet)"
+    if target.read_text() == source:
+        return f"optimize.py is already {where}"
+    _common.atomic_write(target, source)
+    return f"optimize.py restored to {where}"
+
+
+def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) -> tuple[int, dict[str, Any]]:
+    """Decide against results.tsv, record, restore or commit. Returns (exit code, facts).
+    Under the records lock: a wave or a second --apply never interleaves its rows and commits."""
+    with records.records_lock():
+        return _apply(rec, goals, rebaseline)
+
+
+def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tuple[int, dict[str, Any]]:
+    validate_record(rec, goals)
+    target = (_common.root() / goals["candidate"]).resolve()
+    # Whether the target itself was measured (then a revert restores it): compared, never opened.
+    measured_target = rec.get("candidate_file") in (None, str(target))
+    rows = records.read_rows()
+    records.check_complete()
+    preset = rec["preset"]
+    f = rec.get("facts") or {}
+    gpu = f.get("gpu") or "?"
+    is_baseline = rebaseline or bool(rec.get("rebaseline"))
+    base = records.baseline_row(rows, preset, gpu)
+    if not is_baseline:
+        if base is None:
+            raise Refused(f"no baseline row for preset {preset} on {gpu}: apply that machine's baseline record first")
+        check_frozen(base, rec["frozen_hash"])
+    if measured_target and "source" in rec and target.is_file() and target.read_text() != rec["source"] \
+            and rec.get("outcome") != "tampered":
+        raise Refused(f"{target.name} changed while it was being measured (the record holds other source). "
+                      f"Nothing recorded; run it again and leave the file alone until it finishes.")
+    better = goals.better
+    exp = records.next_exp_id(rows)
+    best = None if is_baseline else records.best_row(rows, preset, gpu, better)
+    current = None if is_baseline else records.current_row(rows, preset, gpu)
+    status = rec["outcome"]
+    verdict, reproduced = "", False
+    if status == "measured":
+        if is_baseline:
+            status = "baseline"
+        else:
+            v = keep_rule.judge_record(rec, goals, best, current, None, _common.root() / "records")
+            status, verdict, reproduced = v.status, v.reason, v.reproduced
+    base_row = base if not is_baseline else None
+    speedup = None
+    if status == "baseline":
+        speedup = 1.0
+    elif f.get("median_s") and base_row:
+        speedup = records.Row.of(base_row).median_s / f["median_s"]  # the baseline row is fp32 eager
+    record, prof, strip = (_common.root() / d / f"{exp}.{ext}" for d, ext in (("records", "json"), ("profiles", "md"), ("quality", "png")))
+    taken = [x for x in (record, prof, strip) if x.exists()]
+    if taken:
+        raise Refused(f"{taken[0].relative_to(_common.root())} exists but results.tsv has no row {exp}: nothing is ever "
+                      f"written over a record; run python harness/records.py restore")
+    repo = git_repo()
+    note, commit = "", "-"
+    if status == "keep":
+        _common.atomic_write(_saved_best(preset), rec["source"])
+        if target.read_text() != rec["source"]:
+            _common.atomic_write(target, rec["source"])
+        commit = _commit(repo, [target], _commit_msg(exp, f, goals, rec["desc"])) if repo is not None else "nogit"
+    elif status == "baseline":
+        commit = _head(repo)  # the frozen baseline file, as committed
+        _saved_best(preset).unlink(missing_ok=True)
+    elif measured_target:
+        note = restore(current, target, preset, repo)
+    # A keeper's profile and quality strip go to profiles/ and quality/; its record points at them.
+    files = {}
+    if status in records.KEEPERS and rec.get("profile_md"):
+        files["profile_md"] = (prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1).encode())
+    if status in records.KEEPERS and rec.get("strip_png"):
+        files["strip_png"] = (strip, base64.b64decode(rec["strip_png"]))
+    pointers = {f"{key.rsplit('_', 1)[0]}_file": {"path": path.relative_to(_common.root()).as_posix(), "sha256": _common.sha256_bytes(data)}
+                for key, (path, data) in files.items()}
+    # The record first, then the row made from it (records.row_from_record): a row is never without its record.
+    entry = {**{k: v for k, v in rec.items() if k not in files}, **pointers,
+             "exp": exp, "status": status, "commit": commit, "speedup_vs_fp32": speedup, "verdict": verdict or None}
+    _common.atomic_write(record, json.dumps(entry, indent=1, default=str), exclusive=True)
+    row = records.row_from_record(json.loads(record.read_text()))
+    records.append_row(row)
+    rows = records.read_rows()
+    leaderboard.write_leaderboard(rows, goals=goals, here=(preset, gpu))
+    why = rec.get("reason") or verdict
+    leaderboard.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
+    written = [records.results_path(), records.leaderboard_path(), records.progress_path(), _common.root() / "records"]
+    if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
+        print(f"run_experiment: keeper {exp} has no profile in its record; "
+              f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
+    for path, data in files.values():
+        _common.atomic_write(path, data, exclusive=True)
+        written.append(path)
+    png = render_plot(goals, preset, gpu)
+    if png:
+        written.append(png)
+    if status in records.KEEPERS and repo is not None:
+        _commit(repo, written, f"{exp}: record and profile")
+    return (1 if status in records.RED else 0), {
+        "exp": exp, "status": status, "row": row, "best": best, "against": current, "note": note, "verdict": verdict, "reason": rec.get("reason"),
+        "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None}
+
+
+def _commit_msg(exp: str, f: dict[str, Any], goals: dict[str, Any], desc: str) -> str:
+    q = f.get("quality")
+    name = goals.quality_name
+    return f"{exp}: {f['median_s']:.4g} s" + (f", {name} {q:.4g}" if isinstance(q, (int, float)) else "") + f": {desc}"
+
+
+def _fmt_metric(rec: dict[str, Any], goals: dict[str, Any]) -> str:
+    if rec.get("metric") is None:
+        return "-"
+    spec = goals.metric_spec
+    return f"{rec['metric']:.4g} {spec.get('unit', '')}".strip()
+
+
+def render_plot(goals: dict[str, Any], preset: str, gpu: str) -> Path | None:
+    """This machine's picture (progress/<preset>-<machine>.png): never another machine's."""
+    try:
+        from harness import plots  # lazy: helper module with matplotlib inside
+        out = plots.render_progress(records.results_path(), plots.progress_path(_common.root(), preset, gpu), goals, preset, gpu)
+        return Path(out) if out else None
+    except ImportError as e:
+        print(f"run_experiment: progress plot skipped ({e})", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - a plot must never lose a record
+        print(f"run_experiment: progress plot failed: {type(e).__name__}: {e}", file=sys.stderr)
+    return None
+
+
+def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] | None) -> str:
+    """The median, the range and spread of the timed calls it came from, the quality, and the ratio
+    to the baseline in force, with a plain word where the noise is larger than the difference."""
+    row, spec = r["row"], goals.metric_spec
+    line = f"  {row['median_s']:.4g} s per call (median of the timed calls)"
+    if goals.better == "higher" and row.get("metric") is not None:
+        line += f" = {row['metric']:.4g} {spec.get('unit', '')}"
+    if r.get("range_s"):
+        lo, hi = r["range_s"]
+        line += f"; the calls ranged {lo:.4g}-{hi:.4g} s (spread {hi - lo:.4g} s, {(hi - lo) / row['median_s']:.0%} of the median)"
+    if row.get("quality") is not None:
+        line += f"; {goals.quality_name} {row['quality']:.4g} against the reference"
+    if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":
+        line += f"\n  {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline on this machine"
+        base = records.Row.of(base) if base is not None else None
+        if base is not None and abs(base.median_s - row["median_s"]) <= max(base.spread_s or 0.0, row["spread_s"]):
+            line += f" ({base['exp']}), within the noise: the timed calls spread more than the two medians differ"
+    return line
+
+
+def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
+    """The last lines of a run: what each row says, in plain words, and what to do next."""
+    lines = []
+    rows = records.read_rows()
+    for r in results:
+        row = r["row"]
+        what = f"{r['exp']}: {r['status'].upper()}  {row['desc']}"
+        if row.get("median_s") is not None:
+            upto = rows[:next(i for i, x in enumerate(rows) if x["exp"] == r["exp"]) + 1]
+            what += "\n" + timing_line(r, goals, records.baseline_row(upto, row["preset"], row["gpu"]))
+        if r.get("reason"):
+            what += f"\n  why: {r['reason']}"
+        if r.get("verdict"):
+            what += f"\n  {r['verdict']}"
+        if r.get("note"):
+            what += f"\n  {r['note']}"
+        lines.append(what)
+    row = results[-1]["row"]
+    if row["gpu"].startswith("CPU"):  # the stop rule's floor and profile figures mean nothing on a CPU
+        lines.append("On a CPU the tiny preset checks the harness's logic end to end; optimize.py is written for a GPU, "
+                     "so its speed here means little. Next: the same command on a GPU machine (README, 'On a GPU'), "
+                     "or let Claude Code run the loop (README, 'Running it with Claude Code').")
+        return lines
+    stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"],
+                                             floor.load_peak(row["gpu"]), _common.load_adapter(goals), _common.root() / "records")
+    lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
+                 else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
+    lines.append("Next: read the keeper's profile (profiles/), change optimize.py, run this again "
+                 "(program.md has the loop); leaderboard.md ranks this machine's keepers.")
+    return lines

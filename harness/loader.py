@@ -1,0 +1,37 @@
+"""The one way a Python file is imported as a module here: a candidate (in the worker, or a
+person's decode), a calibration variant, a development probe's file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import linecache
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+def load_source(path: Path | str, source: str | bytes | None = None, name: str = "candidate",
+                own_folder_first: bool = False) -> ModuleType:
+    """Import `path` as module `name` from exactly `source` (the bytes a caller read and hashed;
+    the file's bytes when None), never a re-read. Code that reads its own source (Triton's @jit
+    does, via inspect) must see these bytes too: they are pinned in the line cache (no mtime, so
+    never re-checked). own_folder_first: its folder first on sys.path, as for a script."""
+    path = str(path)
+    text = Path(path).read_text() if source is None else source.decode() if isinstance(source, bytes) else source
+    linecache.cache[path] = (len(text), None, text.splitlines(True), path)
+    if own_folder_first:
+        sys.path.insert(0, str(Path(path).parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    exec(compile(text, path, "exec"), module.__dict__)
+    return module
+
+
+def build_function(module: ModuleType, build_fn: str, path: Path | str):
+    """The candidate's build function (goals.json "build_fn"), or AttributeError naming the file."""
+    build = getattr(module, build_fn, None)
+    if build is None:
+        raise AttributeError(f"{Path(path).name} defines no {build_fn}()")
+    return build

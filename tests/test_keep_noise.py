@@ -1,0 +1,120 @@
+"""A keep rule that survives noise (issue 24, item 6), end to end on the toy target.
+
+The machine's speed is TOY_DELAY_S: the toy model sleeps it per call, and these candidates scale
+their own sleep by it, so a run with a smaller TOY_DELAY_S is a run in a lucky (fast) moment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import make_toy, use
+from harness import records as R
+
+NORMAL = 0.4
+
+
+def run(ws: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict, str]:
+    """`python harness/run_experiment.py ARGS` at the machine speed TOY_DELAY_S (env)."""
+    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(NORMAL), **(env or {})}
+    p = subprocess.run([sys.executable, str(ws / "harness" / "run_experiment.py"), *args], cwd=ws, env=env,
+                       capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
+
+
+def scaled(share: float, note: str = "") -> str:
+    """A candidate that takes `share` of the frozen model's time, whatever the machine's speed."""
+    return (f'"""toy candidate{note}"""\nimport os\n\n\ndef build_decoder(model, example_input):\n'
+            f'    model.delay = {share} * float(os.environ["TOY_DELAY_S"])\n\n'
+            f'    def forward_fn(x):\n        return model(x)\n\n    return forward_fn, {{"share": {share}}}\n')
+
+
+def first_run(tmp_path: Path) -> Path:
+    ws = make_toy(tmp_path / "toy", git=True)
+    (ws / "optimize.py").write_text(scaled(0.5))
+    subprocess.run(["git", "commit", "-qam", "half"], cwd=ws, check=True)
+    rc, f, out = run(ws, "--desc", "first run", "--no-profile")
+    assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
+    return ws
+
+
+def test_the_same_code_in_a_lucky_moment_is_not_kept(tmp_path: Path) -> None:
+    """The keeper's code again (another comment, so not a re-run), measured while the machine runs
+    twice as fast: judged against the keeper's recorded median it looked 2x faster and was kept;
+    measured beside the keeper, in the same moment, it is the same speed and is reverted."""
+    ws = first_run(tmp_path)
+    (ws / "optimize.py").write_text(scaled(0.5, " (the same code, another comment)"))
+    rc, f, out = run(ws, "--desc", "same code, lucky moment", "--no-profile", env={"TOY_DELAY_S": str(NORMAL / 2)})
+    assert rc == 0 and f["status"] == "revert", out
+    assert "inside the noise" in f["verdict"] and "CI" in f["verdict"], f["verdict"]
+    assert "reverted: difference" in out and "alternating pairs" in out
+
+
+def test_a_keeper_with_a_wide_spread_blocks_no_later_keep(tmp_path: Path) -> None:
+    """The keeper's timed calls once spread 3.38 s (issue 24's CPU keeper): a later candidate had to
+    beat it by more than that, so nothing faster could ever be kept. Now the keeper is timed again
+    beside the candidate and its old spread plays no part."""
+    ws = first_run(tmp_path)
+    tsv = ws / "results.tsv"
+    lines = tsv.read_text().splitlines(keepends=True)
+    cells = lines[2].split("\t")
+    assert cells[0] == "e002" and cells[4] == "keep"
+    cells[6] = "3.38"  # spread_s: the noisy moment it was measured in
+    tsv.write_text("".join(lines[:2]) + "\t".join(cells) + "".join(lines[3:]))
+    rec = ws / "records" / "e002.json"
+    rec.write_text(json.dumps(json.loads(rec.read_text()) | {"facts": json.loads(rec.read_text())["facts"] | {"spread_s": 3.38}}))
+    subprocess.run(["git", "commit", "-qam", "a noisy keeper"], cwd=ws, check=True)
+    (ws / "optimize.py").write_text(scaled(0.2))
+    rc, f, out = run(ws, "--desc", "faster", "--no-profile")
+    assert rc == 0 and f["status"] == "keep", out
+    assert f["verdict"].startswith("kept: faster than e002 by"), f["verdict"]
+    assert [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "keep", "keep"]
+
+
+def test_measure_leaves_its_arguments_alone(tmp_path: Path) -> None:
+    """measure() once cleared --best-median on the args it was given, after a first run's baseline."""
+    from harness import _common, run_experiment
+
+    ws = make_toy(tmp_path / "toy")
+    a = argparse.Namespace(desc="x", preset=None, candidate=None, device="cpu", timeout=None, no_profile=True,
+                           unsandboxed=False, rebaseline=False, best_median=0.5, measure_only=True, record_out=None,
+                           apply=None)
+    before = dict(vars(a))
+    with use(ws):
+        recs = run_experiment.measure(a, _common.load_goals())
+    assert vars(a) == before and [r["outcome"] for r in recs] == ["measured", "measured"]
+    assert recs[1]["facts"]["paired"]["keeper_times_s"]  # the baseline was timed beside it
+
+
+def test_the_idle_worker_is_stopped_with_all_it_started(tmp_path: Path) -> None:
+    """alternate.py freezes the worker not being timed, its children included (a candidate's helper
+    process must not run beside the keeper's calls), and wakes it for its own."""
+    import signal
+    import time
+
+    from harness import process
+
+    proc = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30; wait"], start_new_session=True)
+    try:
+        time.sleep(0.3)
+        tree = process.descendants(proc.pid)
+        assert len(tree) >= 3  # sh and its two sleeps
+
+        def states() -> set[str]:
+            return {Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in tree}
+
+        process.signal_tree(proc.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        assert states() == {"T"}
+        process.signal_tree(proc.pid, signal.SIGCONT)
+        time.sleep(0.2)
+        assert "T" not in states()
+    finally:
+        process.signal_tree(proc.pid, signal.SIGKILL)  # this tree only
+        proc.wait()
