@@ -212,10 +212,10 @@ def make_vae_workspace(ws: Path, goals: dict) -> Path:
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The full-width VAE. Its pool holds the two fresh inputs a verify uses (goals.json's 8 would
-    cost six more full-width decodes that no test here reads)."""
+    """The full-width VAE. Its pool holds the one fresh (strict-fp32) input test_calibration's
+    checks use (goals.json's 8 would cost seven more full-width decodes that no test here reads)."""
     goals = json.loads((REPO / "goals.json").read_text())
-    goals["pool"] = {**goals["pool"], "size": 2}
+    goals["pool"] = {**goals["pool"], "size": 1}
     ws = make_vae_workspace(tmp_path_factory.mktemp("workspace"), goals)
     make_assets(ws)
     return ws

@@ -17,6 +17,7 @@ import torch
 from conftest import use
 from harness import _common as C
 from harness import verify
+from harness.session import Session
 
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"
@@ -39,14 +40,23 @@ def verify_here(ws: Path, capsys: pytest.CaptureFixture, *args: str) -> subproce
     return subprocess.CompletedProcess(["verify.main"], code, out.out, out.err)
 
 
+def calibration_check(name: str) -> dict:
+    """verify.check with two checked calls instead of verify's three: the benchmark input and one
+    fresh input (the pool's strict-fp32 one), each a full-width decode on the CPU (a bf16 one
+    costs ~15 CPU s). A failing candidate fails at its first call either way."""
+    with Session(CANDIDATES / f"{name}.py", "tiny", "cpu") as s:
+        return s.measure(calls=2)
+
+
 def test_calibration(at_workspace: Path) -> None:
     """A plain bf16 eager decode passes the VAE's gate; coarser numerics fail it. One test, so the
-    three decodes share the suite's time."""
-    facts = verify.check(CANDIDATES / "bf16_eager.py", "tiny", "cpu")
+    decodes share the suite's time."""
+    facts = calibration_check("bf16_eager")
     assert facts["passed"], facts["reason"]
+    assert [c["input"] for c in facts["checked"]].count("benchmark input") == 1 and len(facts["checked"]) == 2
     assert 45 < facts["quality"] < 70 and 45 < facts["fresh_quality"] < 70
     for name in ("fp8_activations", "skip_block"):
-        facts = verify.check(CANDIDATES / f"{name}.py", "tiny", "cpu")
+        facts = calibration_check(name)
         assert not facts["passed"] and "PSNR" in facts["reason"], (name, facts["reason"])
 
 
