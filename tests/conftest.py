@@ -223,12 +223,16 @@ def narrow_vae():
     return load_model("cpu")
 
 
-def make_vae_workspace(ws: Path, goals: dict) -> Path:
+def make_vae_workspace(ws: Path, goals: dict, copy_code: bool = False) -> Path:
+    """goals.json, optimize.py, model/ and harness/ linked (copied with copy_code: see `workspace`)."""
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "goals.json").write_text(json.dumps(goals, indent=1))
     shutil.copy2(REPO / "optimize.py", ws / "optimize.py")
     for name in ("model", "harness"):
-        (ws / name).symlink_to(REPO / name, target_is_directory=True)
+        if copy_code:
+            shutil.copytree(REPO / name, ws / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (ws / name).symlink_to(REPO / name, target_is_directory=True)
     return ws
 
 
@@ -238,8 +242,21 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     checks use (goals.json's 8 would cost seven more full-width decodes that no test here reads)."""
     goals = json.loads((REPO / "goals.json").read_text())
     goals["pool"] = {**goals["pool"], "size": 1}
-    ws = make_vae_workspace(tmp_path_factory.mktemp("workspace"), goals)
-    make_assets(ws)
+    ws = make_vae_workspace(tmp_path_factory.mktemp("workspace"), goals, copy_code=True)
+    make_assets(ws)  # in this process: this checkout's model and its synthetic-weights cache
+    # The weights cache where a worker started from this workspace looks for it: its harness/ and
+    # model/ are copies, so a harness process run in the workspace starts its worker there, whose
+    # model reads ws/assets (in its view). Linked, not copied, where the file system allows: 2.8 GB.
+    # (A worker of this checkout's harness sees the workspace's assets/ but not the checkout's, and
+    # would draw the 2.8 GB of seeded weights again: ~15 CPU s and 2.8 GB per worker.)
+    from model.weights import synthetic_cache
+
+    cache = synthetic_cache()
+    if cache.is_file():
+        try:
+            os.link(cache, ws / "assets" / cache.name)
+        except OSError:
+            shutil.copyfile(cache, ws / "assets" / cache.name)
     return ws
 
 
