@@ -49,8 +49,9 @@ FULL_WIDTH = {"vae", "workspace"}
 # Modules started early, longest first (their tests' seconds on 2 cores, issue 15), so that
 # under pytest-xdist no long test is left running on one worker while the other has nothing to
 # do. The modules of many short tests (the cheaters, ...) come after them and fill the gaps.
+# test_wave (big) comes well after test_llm_harness (big), so that it rarely waits for it.
 LONG_MODULES = ("test_llm_harness.py", "test_run_experiment.py", "test_claude_code_e2e.py",
-                "test_bench_profile.py", "test_new_target.py", "test_retarget.py", "test_fast_path.py", "test_agent_dry_run.py",
+                "test_bench_profile.py", "test_wave.py", "test_new_target.py", "test_retarget.py", "test_fast_path.py", "test_agent_dry_run.py",
                 "test_verify.py", "test_cheaters.py")
 # Tests that start no process with torch in it and hold little (the hooks run as small Python
 # processes of the standard library): they take no lock, so they run beside an `alone` test too,
@@ -61,6 +62,8 @@ LIGHT_MODULES = ("test_hooks.py",)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "alone: under pytest-xdist, run with no other test beside it "
                             "(its processes together hold over 2 GB; see pytest_runtest_protocol)")
+    config.addinivalue_line("markers", "big: under pytest-xdist, run with no other `big` test beside it "
+                            "(its processes hold 1.5-2 GB; a common test beside it stays within 4 GB)")
     if getattr(config.option, "maxschedchunk", "absent") is None:
         # xdist's load scheduling hands each worker a quarter of its share at once (21 tests here),
         # which would put every long test, sorted first, on one worker: hand them out one at a time.
@@ -106,13 +109,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     A readers-writer lock over the whole protocol (setup, call, teardown): every other test holds
     the main lock shared (but those of LIGHT_MODULES, none); an `alone` one takes the gate
     exclusively (so no new test starts beside it), then waits for the main lock exclusively (for
-    the test in flight to end). Both files live in the run's temporary folder, which every xdist
+    the test in flight to end). A `big` test (1.5-2 GB: several interpreters and workers at once)
+    first takes a third lock exclusively, so two of them never run side by side, while a common
+    test may run beside either. The files live in the run's temporary folder, which every xdist
     worker of the run shares."""
     if "PYTEST_XDIST_WORKER" not in os.environ or runs_light(item):
         yield
         return
     folder = item.config._tmp_path_factory.getbasetemp().parent
-    with open(folder / "full_width.gate", "a+") as gate, open(folder / "full_width.lock", "a+") as main:
+    with open(folder / "full_width.gate", "a+") as gate, open(folder / "full_width.lock", "a+") as main, \
+            open(folder / "big.lock", "a+") as big:
+        if item.get_closest_marker("big") is not None:
+            fcntl.flock(big, fcntl.LOCK_EX)  # first: a `big` test waiting here holds no other lock
         if runs_alone(item):
             fcntl.flock(gate, fcntl.LOCK_EX)
             fcntl.flock(main, fcntl.LOCK_EX)
@@ -137,10 +145,17 @@ def use(ws: Path) -> Iterator[Path]:
             os.environ[GOALS_ENV] = saved
 
 
+# The machine's peak probe (assets/peak-*.json) per adapter, as this process first made it: the
+# probe times a matmul, a copy and the adapter's own kernels (about a CPU second), and the machine
+# is the same for every workspace of the run. test_floor.py makes and checks probes of its own.
+_PEAKS: dict[str, dict[str, bytes]] = {}
+
+
 def make_assets(ws: Path) -> None:
     """The tiny seeded input, its reference, the pool and the machine's peak probe (what prepare.py
     makes), with the harness's own functions in this process (a fresh interpreter would cost an
-    import of torch; the model they load is freed when they return, its weights file unmapped)."""
+    import of torch; the model they load is freed when they return, its weights file unmapped).
+    The probe is made once per adapter and process, then copied."""
     from harness import _common as C
     from harness import floor, make_latent, make_reference
 
@@ -148,7 +163,14 @@ def make_assets(ws: Path) -> None:
     with use(ws):
         make_latent.run("tiny", mode="seeded", device="cpu")
         make_reference.run("tiny", device="cpu")
-        floor.ensure_peak("cpu", C.load_adapter(C.load_goals()))
+        goals = C.load_goals()
+        made = _PEAKS.get(goals["adapter"])
+        if made:
+            for name, data in made.items():
+                (C.assets_dir() / name).write_bytes(data)
+        else:
+            floor.ensure_peak("cpu", C.load_adapter(goals))
+            _PEAKS[goals["adapter"]] = {p.name: p.read_bytes() for p in C.assets_dir().glob("peak-*.json")}
 
 
 def make_toy(dest: Path, copy_harness: bool = False, git: bool = False) -> Path:
@@ -201,23 +223,40 @@ def narrow_vae():
     return load_model("cpu")
 
 
-def make_vae_workspace(ws: Path, goals: dict) -> Path:
+def make_vae_workspace(ws: Path, goals: dict, copy_code: bool = False) -> Path:
+    """goals.json, optimize.py, model/ and harness/ linked (copied with copy_code: see `workspace`)."""
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "goals.json").write_text(json.dumps(goals, indent=1))
     shutil.copy2(REPO / "optimize.py", ws / "optimize.py")
     for name in ("model", "harness"):
-        (ws / name).symlink_to(REPO / name, target_is_directory=True)
+        if copy_code:
+            shutil.copytree(REPO / name, ws / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (ws / name).symlink_to(REPO / name, target_is_directory=True)
     return ws
 
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The full-width VAE. Its pool holds the two fresh inputs a verify uses (goals.json's 8 would
-    cost six more full-width decodes that no test here reads)."""
+    """The full-width VAE. Its pool holds the one fresh (strict-fp32) input test_calibration's
+    checks use (goals.json's 8 would cost seven more full-width decodes that no test here reads)."""
     goals = json.loads((REPO / "goals.json").read_text())
-    goals["pool"] = {**goals["pool"], "size": 2}
-    ws = make_vae_workspace(tmp_path_factory.mktemp("workspace"), goals)
-    make_assets(ws)
+    goals["pool"] = {**goals["pool"], "size": 1}
+    ws = make_vae_workspace(tmp_path_factory.mktemp("workspace"), goals, copy_code=True)
+    make_assets(ws)  # in this process: this checkout's model and its synthetic-weights cache
+    # The weights cache where a worker started from this workspace looks for it: its harness/ and
+    # model/ are copies, so a harness process run in the workspace starts its worker there, whose
+    # model reads ws/assets (in its view). Linked, not copied, where the file system allows: 2.8 GB.
+    # (A worker of this checkout's harness sees the workspace's assets/ but not the checkout's, and
+    # would draw the 2.8 GB of seeded weights again: ~15 CPU s and 2.8 GB per worker.)
+    from model.weights import synthetic_cache
+
+    cache = synthetic_cache()
+    if cache.is_file():
+        try:
+            os.link(cache, ws / "assets" / cache.name)
+        except OSError:
+            shutil.copyfile(cache, ws / "assets" / cache.name)
     return ws
 
 

@@ -159,10 +159,28 @@ def died_by_signal(r: subprocess.CompletedProcess) -> str:
 
 # --- workspaces -----------------------------------------------------------------------------------
 
+SLOW_HONEST = '''"""An honest candidate, slower than the baseline: a revert by construction."""
+
+
+def build_decoder(model, example_input):
+    model.delay = 2 * model.delay
+    return (lambda x: model(x)), {"dtype": "float32"}
+'''
+
+
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A toy workspace (assets made once) that tests copy when they need one to write in."""
-    return make_toy(tmp_path_factory.mktemp("isolation") / "ws")
+    """A toy workspace (assets made once) that tests copy when they need one to write in. Its
+    first run is already recorded (the fp32 eager baseline, then a slower honest candidate: a
+    revert), so each experiment in a copy measures only its cheater against that baseline (the
+    baseline's worker and its calls once per module, not once per experiment)."""
+    ws = make_toy(tmp_path_factory.mktemp("isolation") / "ws")
+    slow = ws.parent / "slow_honest.py"
+    slow.write_text(SLOW_HONEST)
+    r = experiment(ws, slow, "template baseline")
+    assert r.returncode == 0 and [row["status"] for row in rows(ws)] == ["baseline", "revert"], \
+        (r.stdout + r.stderr)[-2000:]
+    return ws
 
 
 @pytest.fixture

@@ -58,6 +58,7 @@ def cli(ws: Path, *args: str) -> tuple[int, dict, str]:
     return finish(start(ws, *args))
 
 
+@pytest.mark.big  # three harness processes at once at the end, each with its worker: 2.0 GB summed PSS with pytest
 def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     import torch
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import make_toy, use
 from harness import _common as C
 from harness import records as R
-from test_run_experiment import SLOW, candidate, git, run
+from test_run_experiment import SLOW, candidate, git, run, run_here
 
 LEGACY_ROW = ["e001", "abc", "t", "old", "baseline", "2.0", "0.1", "54.0", "0.02", "1.0", "H100", "full", "synthetic",
               "ffff", "aaaa", "torch"]
@@ -45,7 +45,7 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
 
     def refuses(why: str) -> None:
         before = results.read_text() if results.is_file() else None
-        rc, f, out = run(ws, "--desc", "x", "--no-profile")
+        rc, f, out = run_here(ws, "--desc", "x", "--no-profile")  # refused before any worker starts
         assert rc == 2 and why in f["reason"] and "records.py restore" in f["reason"], out
         refused_in_one_line(out, f)
         assert (results.read_text() if results.is_file() else None) == before
@@ -152,7 +152,7 @@ def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
     for cmd in (["git", "init", "-q"], ["git", "add", "README.md"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(cmd, cwd=repo, check=True)
-    rc, f, out = run(ws, "--desc", "x", "--no-profile")
+    rc, f, out = run_here(ws, "--desc", "x", "--no-profile")  # refused before any worker starts
     assert rc == 2 and "targets/toy/goals.json, targets/toy/optimize.py, targets/toy/toymodel" in f["reason"], out
     assert "git add targets/toy" in f["reason"], out
     refused_in_one_line(out, f)

@@ -4,6 +4,7 @@ the quality strip's frame. The cheaters run in test_cheaters.py (on the toy targ
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -39,14 +40,35 @@ def verify_here(ws: Path, capsys: pytest.CaptureFixture, *args: str) -> subproce
     return subprocess.CompletedProcess(["verify.main"], code, out.out, out.err)
 
 
-def test_calibration(at_workspace: Path) -> None:
+CALIBRATION = r"""
+import json, sys
+from harness.session import Session
+for path in sys.argv[1:]:
+    with Session(path, "tiny", "cpu") as s:
+        f = s.measure(calls=2)
+    print(json.dumps({k: f[k] for k in ("passed", "reason", "quality", "fresh_quality", "checked", "sandbox")}))
+"""
+
+
+def test_calibration(workspace: Path) -> None:
     """A plain bf16 eager decode passes the VAE's gate; coarser numerics fail it. One test, so the
-    three decodes share the suite's time."""
-    facts = verify.check(CANDIDATES / "bf16_eager.py", "tiny", "cpu")
+    decodes share the suite's time. Each candidate is checked as verify checks it (a Session), on
+    two calls instead of verify's three: the benchmark input and one fresh input (the pool's
+    strict-fp32 one), each a full-width decode (a bf16 one costs ~15 CPU s); a failing candidate
+    fails at its first call either way. In one harness process run from the workspace (its own
+    copy of harness/), whose workers load the weights cache the workspace holds."""
+    names = ("bf16_eager", "fp8_activations", "skip_block")
+    r = subprocess.run([sys.executable, "-c", CALIBRATION, *(str(CANDIDATES / f"{n}.py") for n in names)],
+                       cwd=workspace, env={**os.environ, C.GOALS_ENV: str(workspace / "goals.json")},
+                       capture_output=True, text=True, timeout=600)
+    got = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert r.returncode == 0 and len(got) == 3, r.stdout[-2000:] + r.stderr[-3000:]
+    facts = got[0]
+    assert facts["sandbox"].startswith("bwrap"), facts["sandbox"]
     assert facts["passed"], facts["reason"]
+    assert [c["input"] for c in facts["checked"]].count("benchmark input") == 1 and len(facts["checked"]) == 2
     assert 45 < facts["quality"] < 70 and 45 < facts["fresh_quality"] < 70
-    for name in ("fp8_activations", "skip_block"):
-        facts = verify.check(CANDIDATES / f"{name}.py", "tiny", "cpu")
+    for name, facts in zip(names[1:], got[1:]):
         assert not facts["passed"] and "PSNR" in facts["reason"], (name, facts["reason"])
 
 

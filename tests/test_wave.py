@@ -33,7 +33,8 @@ def wave(ws: Path, *args: str) -> tuple[int, dict, str]:
     return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
 
 
-@pytest.mark.alone  # its first wave: three members measuring at once, each an interpreter and a worker: 2.4 GB
+@pytest.mark.big  # its first wave: three members measuring at once, each an interpreter and a worker (1.9 GB
+# summed PSS with pytest): a common test may run beside it, not another big one
 def test_wave(tmp_path: Path) -> None:
     """Two waves: the first (no baseline yet) keeps the best of three and records a crash beside
     it; the second records a member that hangs its measuring process, without losing the other."""
