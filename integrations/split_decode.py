@@ -1,0 +1,305 @@
+"""Decode one latent across the ranks of a process group: the frame split in space, halo exchange.
+
+    import torch.distributed as dist
+    from integrations.split_decode import build_split_decoder
+    dist.init_process_group("nccl")                 # torchrun: one process a GPU ("gloo" on CPU)
+    decode, info = build_split_decoder(optimize.build_decoder, vae, example_latent)
+    video = decode(z)                               # every rank calls it; root gets the video, others None
+
+How. The latent is cut into one slab a rank along the height or the width (`choose_split`: the
+axis that divides evenly, the wider one on a tie). Every rank runs optimize.py's own decoder,
+built for its slab's shape, on its slab. That decoder knows nothing of the split: while a split
+decode runs, the candidate module's `F` (torch.nn.functional) is replaced by `_SplitFunctional`
+and its own same-padded conv functions (`SAME_PADDED_CONVS`, the Winograd conv) are wrapped, so
+
+- a conv with zero padding p > 0 along the split axis gets p real rows from each neighbour
+  instead (rank 0 and the last rank keep zeros at the frame's edges) and runs unpadded along that
+  axis: it computes exactly the rows of its slab, with no seam. Upsampling doubles every slab,
+  so the halo stays 1 row at every stage. The causal time history is per layer and per rank: it
+  is the history of the rank's own rows, and the halo of a conv's input buffer (history frames
+  included) comes from the neighbours' buffers, which hold the same frames.
+- the mid block's spatial attention (softmax over every pixel of a frame, at the latent's
+  resolution: the only layer that needs the whole frame) gathers the keys and values of all ranks;
+  each rank keeps its own queries, so it computes the attention of its own pixels only.
+- everything else is per pixel: the norms are RMS over channels (model/vae.py RMS_norm:
+  F.normalize over dim 1), the residual sums, shortcuts, sub-pixel merges and the head's
+  unpatchify; no spatial reduction, so nothing else needs an all-reduce.
+
+The video's slabs are gathered on the root rank. One process group of size 1 (or none) is
+today's path, untouched: build_split_decoder returns build_decoder's own forward_fn.
+
+What the candidate must keep for a split to be exact (tests/test_split_decode.py checks it on
+CPU): every conv that pads in space goes through its module's `F.conv2d` / `F.conv3d` or a
+function named in SAME_PADDED_CONVS, and the frame-wide attention through
+`F.scaled_dot_product_attention` with the slab's pixels as its sequence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as torch_F
+from torch import Tensor
+
+HEIGHT, WIDTH = -2, -1  # the split axis, counted from the end of a [..., H, W] tensor
+# The candidate's own conv functions that zero-pad "same" in space by this many rows (their first
+# argument is the input): wrapped like F's convs, by name, where the module defines them.
+SAME_PADDED_CONVS = {"winograd_conv": 1}
+
+BuildFn = Callable[[Any, Tensor], tuple[Callable[[Tensor], Tensor], dict]]
+
+
+def choose_split(h: int, w: int, ranks: int) -> tuple[int, tuple[int, ...]]:
+    """(axis, slab sizes in latent rows) for `ranks` slabs of an h x w latent: the axis that divides
+    evenly (every rank the same work), the longer one on a tie (thicker slabs: less halo per row,
+    less exchanged: a row along the width is h long). Uneven slabs differ by one row at most."""
+    def score(size: int) -> tuple[bool, int]:
+        return size % ranks == 0, size
+    axis, size = max(((HEIGHT, h), (WIDTH, w)), key=lambda a: score(a[1]))
+    if size < ranks:
+        raise ValueError(f"a {h} x {w} latent cannot be split into {ranks} slabs of one row or more")
+    base, extra = divmod(size, ranks)
+    return axis, tuple(base + (r < extra) for r in range(ranks))
+
+
+@dataclass(frozen=True)
+class Split:
+    """Where each rank's slab lies along the split axis, in latent rows."""
+
+    axis: int
+    sizes: tuple[int, ...]
+    rank: int
+
+    @property
+    def ranks(self) -> int:
+        return len(self.sizes)
+
+    def start(self, rank: int) -> int:
+        return sum(self.sizes[:rank])
+
+    def slab(self, x: Tensor, rank: int | None = None) -> Tensor:
+        """A rank's slab (this one's by default) of a latent-resolution tensor, a view."""
+        r = self.rank if rank is None else rank
+        return x.narrow(self.axis, self.start(r), self.sizes[r])
+
+    def scale(self, x: Tensor) -> int:
+        """How many of x's rows along the axis one latent row of this rank's slab has become."""
+        rows = x.shape[self.axis]
+        assert rows % self.sizes[self.rank] == 0, f"{rows} rows are not a multiple of the slab's {self.sizes[self.rank]}"
+        return rows // self.sizes[self.rank]
+
+
+def _memory_format(x: Tensor) -> torch.memory_format:
+    """x's layout, so that a tensor made from it keeps cuDNN's channels-last kernels."""
+    if x.dim() == 5 and x.is_contiguous(memory_format=torch.channels_last_3d) and not x.is_contiguous():
+        return torch.channels_last_3d
+    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+class HaloExchange:
+    """The communication of a split decode over a process group (NCCL on GPUs, gloo on CPU)."""
+
+    def __init__(self, split: Split, group: dist.ProcessGroup | None) -> None:
+        self.split, self.group = split, group
+        r = split.rank
+        # Peers as global ranks (what P2POp takes), None at the frame's edges.
+        self.before = dist.get_global_rank(group, r - 1) if group is not None and r > 0 else None
+        self.after = dist.get_global_rank(group, r + 1) if group is not None and r + 1 < split.ranks else None
+        self.enabled = True  # tests switch it off to show that the halo is what removes the seams
+
+    def neighbour_rows(self, x: Tensor, rows: int) -> tuple[Tensor, Tensor]:
+        """The `rows` rows of the neighbours' slabs next to this one (before, after), zeros where
+        there is no neighbour (the frame's zero padding)."""
+        axis, n = self.split.axis, x.shape[self.split.axis]
+        if n < rows:
+            raise ValueError(f"a slab of {n} rows cannot lend a halo of {rows}: too many ranks for this latent")
+        shape = list(x.shape)
+        shape[axis] = rows
+        got_before = torch.zeros(shape, dtype=x.dtype, device=x.device)
+        got_after = torch.zeros(shape, dtype=x.dtype, device=x.device)
+        if not self.enabled:
+            return got_before, got_after
+        ops = []
+        if self.before is not None:
+            ops += [dist.P2POp(dist.isend, x.narrow(axis, 0, rows).contiguous(), self.before, self.group),
+                    dist.P2POp(dist.irecv, got_before, self.before, self.group)]
+        if self.after is not None:
+            ops += [dist.P2POp(dist.isend, x.narrow(axis, n - rows, rows).contiguous(), self.after, self.group),
+                    dist.P2POp(dist.irecv, got_after, self.after, self.group)]
+        for request in dist.batch_isend_irecv(ops) if ops else []:
+            request.wait()
+        return got_before, got_after
+
+    def with_halo(self, x: Tensor, rows: int) -> Tensor:
+        """x with `rows` neighbour rows on each side along the split axis, in x's layout."""
+        axis, n = self.split.axis, x.shape[self.split.axis]
+        before, after = self.neighbour_rows(x, rows)
+        shape = list(x.shape)
+        shape[axis] = n + 2 * rows
+        out = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=_memory_format(x))
+        out.narrow(axis, 0, rows).copy_(before)
+        out.narrow(axis, rows, n).copy_(x)
+        out.narrow(axis, rows + n, rows).copy_(after)
+        return out
+
+    def gather_sequence(self, t: Tensor) -> Tensor:
+        """All ranks' t [..., L, E] concatenated along L, where this rank's L pixels are its slab
+        of one frame (so rank r's length is L * its slab / this slab: same other side)."""
+        me, sizes = self.split.rank, self.split.sizes
+        lengths = [t.shape[-2] * s // sizes[me] for s in sizes]
+        longest = max(lengths)
+        padded = torch_F.pad(t, (0, 0, 0, longest - t.shape[-2])).contiguous()  # all_gather wants equal sizes
+        parts = [torch.empty_like(padded) for _ in sizes]
+        dist.all_gather(parts, padded, group=self.group)
+        return torch.cat([p[..., :length, :] for p, length in zip(parts, lengths)], dim=-2)
+
+    def gather_slabs(self, x: Tensor, root: int) -> Tensor | None:
+        """The whole tensor on the root rank (group rank) from every rank's slab x; None elsewhere."""
+        split, axis = self.split, self.split.axis
+        scale = split.scale(x)
+        if split.rank != root:
+            dist.send(x.contiguous(), dist.get_global_rank(self.group, root), group=self.group)
+            return None
+        shape = list(x.shape)
+        shape[axis] = scale * sum(split.sizes)
+        out = torch.empty(shape, dtype=x.dtype, device=x.device)
+        ops, parts = [], {}
+        for r, size in enumerate(split.sizes):
+            if r == root:
+                continue
+            shape[axis] = scale * size
+            parts[r] = torch.empty(shape, dtype=x.dtype, device=x.device)
+            ops.append(dist.P2POp(dist.irecv, parts[r], dist.get_global_rank(self.group, r), self.group))
+        for request in dist.batch_isend_irecv(ops) if ops else []:
+            request.wait()
+        parts[root] = x
+        for r, size in enumerate(split.sizes):
+            out.narrow(axis, scale * split.start(r), scale * size).copy_(parts[r])
+        return out
+
+
+class _SplitFunctional:
+    """torch.nn.functional as the candidate sees it during a split decode: the same functions,
+    except the spatially padded convs (their split-axis padding from the neighbours) and the
+    attention (its keys and values from every rank)."""
+
+    def __init__(self, halo: HaloExchange) -> None:
+        self._halo = halo
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch_F, name)
+
+    def conv2d(self, input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+               padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+        return self._conv(torch_F.conv2d, 2, input, weight, bias, stride, padding, dilation, groups)
+
+    def conv3d(self, input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+               padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+        return self._conv(torch_F.conv3d, 3, input, weight, bias, stride, padding, dilation, groups)
+
+    def _conv(self, conv: Callable[..., Tensor], dims: int, x: Tensor, weight: Tensor, bias: Tensor | None,
+              stride: Any, padding: Any, dilation: Any, groups: int) -> Tensor:
+        pads = _per_dim(padding, dims, weight)
+        i = dims + self._halo.split.axis  # the split axis among the conv's spatial dims
+        rows = pads[i]
+        if rows == 0:  # nothing read across the slab's border (1x1 convs, the time conv)
+            return conv(x, weight, bias, stride, padding, dilation, groups)
+        if _per_dim(stride, dims)[i] != 1 or _per_dim(dilation, dims)[i] != 1:
+            raise NotImplementedError("a split decode halo-exchanges stride-1, undilated convs only")
+        pads[i] = 0  # the halo rows stand where the zero padding was
+        return conv(self._halo.with_halo(x, rows), weight, bias, stride, tuple(pads), dilation, groups)
+
+    def scaled_dot_product_attention(self, query: Tensor, key: Tensor, value: Tensor, *args: Any,
+                                     **kwargs: Any) -> Tensor:
+        # The mid block's attention over all pixels of a frame: this rank's queries against every
+        # rank's keys and values (gathered: a few MB at the latent's resolution). The softmax does
+        # not depend on the order of the keys, so the output is that of the whole frame's rows.
+        key, value = self._halo.gather_sequence(key), self._halo.gather_sequence(value)
+        return torch_F.scaled_dot_product_attention(query, key, value, *args, **kwargs)
+
+
+def _per_dim(value: Any, dims: int, weight: Tensor | None = None) -> list[int]:
+    """A conv argument (int, tuple, or for padding "valid" / "same") as one int a spatial dim."""
+    if isinstance(value, str):
+        if value == "valid":
+            return [0] * dims
+        kernel = weight.shape[2:]
+        if value != "same" or any(k % 2 == 0 for k in kernel):
+            raise NotImplementedError(f"padding={value!r} with kernel {tuple(kernel)}")
+        return [(k - 1) // 2 for k in kernel]
+    return [int(value)] * dims if isinstance(value, int) else [int(v) for v in value]
+
+
+def _same_padded(fn: Callable[..., Tensor], rows: int, halo: HaloExchange) -> Callable[..., Tensor]:
+    """fn(x, ...) that zero-pads `rows` in space itself: give it the halo rows instead and drop the
+    output rows they add (its padding then falls only on rows that are thrown away)."""
+    def wrapped(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        y = fn(halo.with_halo(x, rows), *args, **kwargs)
+        axis = halo.split.axis
+        return y.narrow(axis, rows, y.shape[axis] - 2 * rows).contiguous(memory_format=_memory_format(y))
+    return wrapped
+
+
+@contextlib.contextmanager
+def _hooked(namespace: dict[str, Any], halo: HaloExchange) -> Iterator[None]:
+    """The candidate module's F and same-padded convs replaced for the duration of one call."""
+    saved = {name: namespace[name] for name in ("F", *SAME_PADDED_CONVS) if name in namespace}
+    if "F" not in saved:
+        raise RuntimeError("the candidate module has no F (torch.nn.functional): a split decode cannot reach its convs")
+    namespace["F"] = _SplitFunctional(halo)
+    for name, rows in SAME_PADDED_CONVS.items():
+        if name in saved:
+            namespace[name] = _same_padded(saved[name], rows, halo)
+    try:
+        yield
+    finally:
+        namespace.update(saved)
+
+
+def build_split_decoder(build_decoder: BuildFn, vae: Any, example_latent: Tensor,
+                        group: dist.ProcessGroup | None = None, root: int = 0,
+                        split: tuple[int, tuple[int, ...]] | None = None,
+                        namespace: dict[str, Any] | None = None) -> tuple[Callable, dict]:
+    """(forward_fn, info) that decodes across the ranks of `group` (the default group when
+    torch.distributed is initialized; otherwise, or with one rank, build_decoder's own result).
+
+    Every rank calls it with its vae on its own device and an example of the full latent's shape;
+    then every rank calls forward_fn together: the root's latent (group rank `root`) is the one
+    decoded (the others may pass None), the root gets the whole video, the others None.
+    `split` = (axis, slab sizes) overrides choose_split. `namespace`: the globals of the module
+    whose F and conv functions the decoder calls; build_decoder's own module by default.
+    """
+    if group is None and dist.is_available() and dist.is_initialized():
+        group = dist.group.WORLD
+    ranks = dist.get_world_size(group) if group is not None else 1
+    if ranks == 1:
+        return build_decoder(vae, example_latent)  # today's single-device path, unchanged
+    rank = dist.get_rank(group)
+    h, w = example_latent.shape[-2:]
+    axis, sizes = split or choose_split(h, w, ranks)
+    if len(sizes) != ranks or sum(sizes) != example_latent.shape[axis]:
+        raise ValueError(f"slabs {sizes} do not cover {example_latent.shape[axis]} rows with {ranks} ranks")
+    where = Split(axis, tuple(sizes), rank)
+    halo = HaloExchange(where, group)
+    slab_fn, info = build_decoder(vae, where.slab(example_latent).clone(memory_format=torch.contiguous_format))
+    if namespace is None:
+        namespace = build_decoder.__globals__  # the candidate module's globals, which its decoder reads
+    shape, device = tuple(example_latent.shape), example_latent.device
+
+    def forward_fn(z: Tensor | None) -> Tensor | None:
+        full = z.contiguous() if rank == root else torch.empty(shape, dtype=example_latent.dtype, device=device)
+        dist.broadcast(full, dist.get_global_rank(group, root), group=group)
+        with _hooked(namespace, halo):
+            video = slab_fn(where.slab(full).contiguous())
+        return halo.gather_slabs(video, root)
+
+    forward_fn.halo = halo  # type: ignore[attr-defined]  (tests switch the exchange off through it)
+    info = {**info, "split": {"ranks": ranks, "axis": "height" if axis == HEIGHT else "width",
+                              "latent_slabs": list(sizes), "backend": dist.get_backend(group)}}
+    return forward_fn, info

@@ -1,0 +1,64 @@
+"""One rank of tests/test_split_decode.py: decode a seeded latent on the narrow VAE split across
+the ranks of a gloo group (integrations/split_decode.py), with the halo exchange on and then off;
+rank 0 also decodes it in one piece (optimize.py's plain path) and saves all three to OUT.
+
+    python tests/_split_worker.py RANK WORLD STORE_FILE OUT.pt B,C,T,H,W [winograd]
+
+winograd: the decoder optimize.py builds on a GPU, its Winograd convs included (run with
+TRITON_INTERPRET=1, which runs its Triton kernels on CPU tensors), in place of its CPU path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+sys.path[:0] = [str(REPO), str(TESTS)]
+
+from integrations.split_decode import build_split_decoder  # noqa: E402
+from narrow_vae.target import load_model  # noqa: E402
+
+
+def load_optimize():
+    spec = importlib.util.spec_from_file_location("split_optimize", REPO / "optimize.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    rank, world, store, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    shape = [int(s) for s in sys.argv[5].split(",")]
+    torch.set_num_threads(1)  # 2 to 4 ranks share the CI machine's cores
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    optimize = load_optimize()
+    build = optimize.build_decoder
+    if sys.argv[6:] == ["winograd"]:
+        assert optimize._INTERPRET, "the kernels must run, not the torch fallbacks"
+
+        def build(vae, example):  # the narrow model's widest convs (128 channels) as Winograd convs
+            decoder = optimize.FastDecoder(vae, torch.float32, optimize.LATENT_FRAMES_PER_PASS, winograd_min_channels=128)
+            assert decoder.winograd, "no Winograd conv to split"
+            return decoder, {}
+    vae = load_model("cpu")
+    z = torch.randn(*shape, generator=torch.Generator().manual_seed(7))
+    decode, info = build_split_decoder(build, vae, z, namespace=vars(optimize))
+    split = decode(z if rank == 0 else None)
+    decode.halo.enabled = False  # the same decode with zeros for the neighbours' rows
+    seams = decode(z if rank == 0 else None)
+    if rank == 0:
+        whole, _ = build(vae, z)
+        torch.save({"split": split, "no_halo": seams, "whole": whole(z), "info": info["split"]}, out)
+    else:
+        assert split is None and seams is None, "only the root rank gets the video"
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

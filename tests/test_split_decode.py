@@ -1,0 +1,92 @@
+"""The decode split in space across ranks (integrations/split_decode.py), on CPU with gloo.
+
+2 and 4 processes (tests/_split_worker.py, one a rank) decode a seeded latent on the narrow VAE
+(tests/narrow_vae: the real architecture, narrow channels) through optimize.py's CPU path, each
+rank its slab, the convs' halo rows exchanged; the video gathered on rank 0 must equal the
+one-process decode: everywhere, and on the rows on both sides of every slab border, asserted
+apart. The same run with the exchange off (zeros for the neighbours' rows) must differ there:
+the proof that the match comes from the halo, and that this test would catch its loss.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from integrations.split_decode import HEIGHT, WIDTH, choose_split  # noqa: E402
+
+TOLERANCE = 1e-4  # fp32 on CPU: a slab's conv sums in another order than the whole frame's (~3e-6 seen)
+SEAM = 1e-2  # without the halo the border rows are off by 0.1 to 1.5
+
+
+def run_ranks(world: int, shape: tuple[int, ...], tmp: Path) -> dict:
+    """Start `world` ranks on the latent shape; rank 0's saved videos and split."""
+    out, store = tmp / f"video{world}.pt", tmp / f"store{world}"
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
+    procs = [subprocess.Popen([sys.executable, str(REPO / "tests" / "_split_worker.py"), str(r), str(world),
+                               str(store), str(out), ",".join(map(str, shape))],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(world)]
+    logs = []
+    for p in procs:
+        try:
+            logs.append(p.communicate(timeout=180)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+    assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-3000:]
+    return torch.load(out)
+
+
+def border_rows(video: torch.Tensor, axis: int, slabs: list[int], rows: int = 2) -> list[torch.Tensor]:
+    """The `rows` video rows on each side of every slab border (16 video rows a latent row)."""
+    edges, start = [], 0
+    for size in slabs[:-1]:
+        start += 16 * size
+        edges.append(video.narrow(axis, start - rows, 2 * rows))
+    return edges
+
+
+@pytest.mark.parametrize("world, shape, axis, slabs", [
+    (2, (1, 48, 3, 2, 2), HEIGHT, [1, 1]),  # the tiny preset's latent, split in height
+    (4, (1, 48, 5, 2, 6), WIDTH, [2, 2, 1, 1]),  # in width, uneven slabs, 3 passes (1 + 3 + 1 frames)
+])
+def test_split_decode_matches_one_process(world: int, shape: tuple[int, ...], axis: int, slabs: list[int],
+                                          tmp_path: Path) -> None:
+    got = run_ranks(world, shape, tmp_path)
+    assert got["info"]["axis"] == ("height" if axis == HEIGHT else "width")
+    assert got["info"]["latent_slabs"] == slabs
+    whole, split, no_halo = got["whole"], got["split"], got["no_halo"]
+    assert split.shape == whole.shape and split.dtype == torch.float32
+    assert float((split - whole).abs().max()) < TOLERANCE
+    for k, (s, w, n) in enumerate(zip(*(border_rows(v, axis, slabs) for v in (split, whole, no_halo)))):
+        assert float((s - w).abs().max()) < TOLERANCE, f"seam at border {k}"
+        assert float((n - w).abs().max()) > SEAM, f"border {k} matches without the halo: the test proves nothing"
+
+
+def test_choose_split() -> None:
+    # 720p (latent 44 x 80): the width divides for 2, 4, 8 and is the longer side.
+    assert choose_split(44, 80, 4) == (WIDTH, (20, 20, 20, 20))
+    assert choose_split(44, 80, 8) == (WIDTH, (10,) * 8)
+    assert choose_split(30, 52, 3) == (HEIGHT, (10, 10, 10))  # only the height divides evenly
+    assert choose_split(5, 7, 3) == (WIDTH, (3, 2, 2))  # neither: the longer side, off by one at most
+    with pytest.raises(ValueError):
+        choose_split(2, 2, 4)
+
+
+def test_one_rank_is_todays_path(narrow_vae: torch.nn.Module) -> None:
+    """Without a process group the split returns build_decoder's own result, untouched."""
+    from integrations.split_decode import build_split_decoder
+
+    z = torch.randn(1, 48, 2, 1, 2, generator=torch.Generator().manual_seed(1))
+    sentinel = (lambda x: x, {"built": "plain"})
+    assert build_split_decoder(lambda vae, example: sentinel, narrow_vae, z) is sentinel
