@@ -8,7 +8,10 @@ times its first call, then a second one (the steady state):
   warm-triton  the same with the Triton cache the cold case left (no compiling);
   no-benchmark cold Triton cache, cudnn.benchmark off (no engine search, slower engines).
 In the cold case, the seconds spent in Triton's compiler (summed over its compile() calls) and
-the number of kernels compiled are counted too.
+the number of kernels compiled are counted too, and each compile is listed (kernel, constants,
+seconds). A last pair of cases compiles the two Winograd transforms, the slowest kernels, one
+after the other and then on two threads (each in a fresh interpreter and cache): whether Triton's
+compiler lets threads overlap decides whether precompiling every kernel at build can pay.
 
     python scripts/probe_first_call.py [--candidate optimize.py] [--out FILE.md]
 """
@@ -37,7 +40,7 @@ def one_case(benchmark: bool, candidate: str) -> dict[str, float]:
     goals = C.load_goals()
     adapter = C.load_adapter(goals)
     shape = goals["presets"]["full"]["input_shape"]
-    compiled = {"n": 0, "s": 0.0}
+    compiled = {"n": 0, "s": 0.0, "each": []}
     try:  # count Triton's compiles: its JIT binds triton.compiler.compile when a kernel first runs
         import triton.compiler
         import triton.compiler.compiler as tc
@@ -49,8 +52,14 @@ def one_case(benchmark: bool, candidate: str) -> dict[str, float]:
             try:
                 return real(*args, **kwargs)
             finally:
+                src = args[0] if args else kwargs.get("src")
+                fn = getattr(getattr(src, "fn", None), "__name__", "?")
+                names = getattr(getattr(src, "fn", None), "arg_names", [])
+                consts = {names[k[0]] if isinstance(k, tuple) and len(k) == 1 and k[0] < len(names) else k: v
+                          for k, v in getattr(src, "constants", {}).items() if isinstance(v, (int, bool))}
                 compiled["n"] += 1
                 compiled["s"] += time.perf_counter() - t
+                compiled["each"].append([fn, str(consts), round(time.perf_counter() - t, 2)])
 
         tc.compile = triton.compiler.compile = counting
     except ImportError:
@@ -72,12 +81,38 @@ def one_case(benchmark: bool, candidate: str) -> dict[str, float]:
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     return {"build_s": build, "first_s": times[0], "second_s": times[1],
-            "triton_compiles": compiled["n"], "triton_compile_s": compiled["s"]}
+            "triton_compiles": compiled["n"], "triton_compile_s": compiled["s"], "each": compiled["each"]}
 
 
-def run_case(benchmark: bool, cache: str, candidate: Path) -> dict[str, float]:
+def compile_transforms(threads: bool, candidate: str) -> dict[str, float]:
+    """In this process: compile the two Winograd transforms, in turn or on two threads at once."""
+    import threading
+
+    import torch
+    from _probe import load_module
+
+    mod = load_module(Path(candidate))
+    (in_p, in_c, in_w), (out_p, out_c, out_w) = mod.WINOGRAD_BLOCKS["input"], mod.WINOGRAD_BLOCKS["output"]
+    jobs = [lambda: mod._input_transform.warmup(torch.bfloat16, torch.float16, 1, 1, 1, 1, 1, 1024, BLOCK_P=in_p,
+                                                BLOCK_C=in_c, num_warps=in_w, grid=(1,)),
+            lambda: mod._output_transform.warmup(torch.float16, torch.bfloat16, 1, 1, 1, 1, 1, 1.0, 1024,
+                                                 BLOCK_P=out_p, BLOCK_C=out_c, num_warps=out_w, grid=(1,))]
+    t = time.perf_counter()
+    if threads:
+        running = [threading.Thread(target=job) for job in jobs]
+        for th in running:
+            th.start()
+        for th in running:
+            th.join()
+    else:
+        for job in jobs:
+            job()
+    return {"wall_s": time.perf_counter() - t}
+
+
+def run_case(benchmark: bool, cache: str, candidate: Path, call: str = "one_case") -> dict[str, float]:
     env = {**os.environ, "TRITON_CACHE_DIR": cache}
-    code = f"import json, sys; sys.path.insert(0, 'scripts'); import probe_first_call as p; print(json.dumps(p.one_case({benchmark}, {str(candidate)!r})))"
+    code = f"import json, sys; sys.path.insert(0, 'scripts'); import probe_first_call as p; print(json.dumps(p.{call}({benchmark}, {str(candidate)!r})))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-3000:])
@@ -103,6 +138,11 @@ def main() -> int:
     for name, c in cases.items():
         lines.append(f"| {name} | {c['build_s']:.2f} | {c['first_s']:.2f} | {c['second_s']:.3f} | "
                      f"{c['triton_compiles']} | {c['triton_compile_s']:.2f} |")
+    lines += ["", "Each compile of the cold case (kernel, integer and flag constants, seconds):", ""]
+    lines += [f"- {fn} {consts}: {sec:.2f} s" for fn, consts, sec in cases["cold"]["each"]]
+    turns = run_case(False, tempfile.mkdtemp(), cand, "compile_transforms")["wall_s"]
+    threads = run_case(True, tempfile.mkdtemp(), cand, "compile_transforms")["wall_s"]
+    lines += ["", f"The two Winograd transforms compiled in turn: {turns:.2f} s; on two threads at once: {threads:.2f} s."]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
