@@ -16,7 +16,12 @@ out=/tmp/gpu-$name
 if [ ! -d "$out" ]; then
   echo "starting plan $plan (nothing of $name on this machine)"
   mkdir -p "$out" && cp -a . "/tmp/tree-$name"
-  (cd "/tmp/tree-$name" && setsid nohup bash -c \
+  # The signing key too gets a private copy: a later call's sync rewrites the key folder it was
+  # given, and a record signed or checked while the file is missing would meet a new key (session
+  # 11: two records signed across such a sync, one of them lost).
+  key_dir=$(python3 -c 'from harness import signing; print(signing.key_dir())')
+  mkdir -p "/tmp/key-$name" && cp -a "$key_dir/." "/tmp/key-$name/"
+  (cd "/tmp/tree-$name" && AUTO_OPTIM_KEY_DIR="/tmp/key-$name" setsid nohup bash -c \
     "bash scripts/gpu_session.sh '$out' '$plan' > '$out/session.log' 2>&1; touch '$out/ENDED'" > /dev/null 2>&1 &)
 fi
 end=$((SECONDS + wait_s))
