@@ -1,0 +1,156 @@
+"""Measurement (GPUs of one host): optimize.py's decode split across N GPUs
+(integrations/split_decode.py: the frame cut into slabs, each conv's halo rows exchanged over
+NCCL) against the same decode on one GPU, on the synthetic weights and a seeded latent.
+
+For each N in --gpus, N processes (one a GPU) build the decoder, decode once (the first call),
+then --runs timed calls. The clock runs on rank 0, from the latent in hand to the whole video
+gathered there, every rank synchronized at both ends. Printed and written to --out: median,
+first call, peak GPU memory of each rank, the speedup over N = 1 and its scaling efficiency, and
+PSNR (10 log10(4 / MSE), the gate's) of the N-GPU video against the one-GPU decode and against
+the frozen model's fp32 decode (PyTorch defaults), over the whole video and over the columns
+(or rows) within 16 pixels of each slab border.
+
+    python scripts/multi_gpu.py --gpus 1,2 --out profiles/multi_gpu_h200.md
+    python scripts/multi_gpu.py --gpus 1,2 --backend gloo --preset tiny    # the same steps on CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness import _common  # noqa: E402
+from integrations.split_decode import HEIGHT, choose_split  # noqa: E402
+
+BORDER = 16  # video pixels on each side of a slab border in the border PSNR
+
+
+def device_of(rank: int, backend: str) -> torch.device:
+    return torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int], runs: int, out: str) -> None:
+    """One rank: build, first call, timed calls; rank 0 saves the video and the figures to `out`."""
+    from integrations.split_decode import build_split_decoder
+    from harness.loader import load_source
+
+    device = device_of(rank, backend)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world,
+                            **({"device_id": device} if device.type == "cuda" else {}))
+    adapter = _common.load_adapter(_common.load_goals())
+    vae = adapter.load_model(device)
+    z = adapter.make_input(shape, 1, device)
+    optimize = load_source(REPO / "optimize.py", name="optimize_split")
+    decode, info = build_split_decoder(optimize.build_decoder, vae, z, namespace=vars(optimize))
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times = []
+    for _ in range(1 + runs):
+        dist.barrier()
+        sync(device)
+        start = time.perf_counter()
+        video = decode(z if rank == 0 else None)
+        sync(device)
+        times.append(time.perf_counter() - start)
+        dist.barrier()
+    peak = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else float("nan")
+    peaks = [None] * world
+    dist.all_gather_object(peaks, peak)
+    if rank == 0:
+        torch.save({"video": video.cpu(), "first_s": times[0], "median_s": statistics.median(times[1:]),
+                    "peaks_gb": peaks, "split": info.get("split")}, out)
+    dist.destroy_process_group()
+
+
+def run(world: int, backend: str, shape: list[int], runs: int, folder: Path) -> dict:
+    out = folder / f"n{world}.pt"
+    store = folder / f"store{world}"
+    mp.spawn(rank_main, args=(world, str(store), backend, shape, runs, str(out)), nprocs=world, join=True)
+    return torch.load(out)
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
+    mse = float((a.double() - b.double()).square().mean())
+    return float("inf") if mse == 0 else 10 * torch.log10(torch.tensor(4.0 / mse)).item()
+
+
+def border_psnr(a: torch.Tensor, b: torch.Tensor, split: dict | None) -> float | None:
+    """PSNR over the video columns (or rows) within BORDER pixels of each slab border."""
+    if not split:
+        return None
+    axis = HEIGHT if split["axis"] == "height" else -1
+    edges, start = [], 0
+    for size in split["latent_slabs"][:-1]:
+        start += 16 * size
+        edges.append(torch.arange(start - BORDER, start + BORDER))
+    index = torch.cat(edges)
+    return psnr(a.index_select(axis, index), b.index_select(axis, index))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--gpus", default="1,2", help="the counts to measure, comma-separated (1 first)")
+    p.add_argument("--preset", default="full")
+    p.add_argument("--backend", default="nccl", choices=("nccl", "gloo"))
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--out", type=Path)
+    a = p.parse_args()
+    counts = [int(n) for n in a.gpus.split(",")]
+    if counts[0] != 1:
+        raise SystemExit("multi_gpu: --gpus must start with 1 (the single-GPU decode everything is compared with)")
+    if a.backend == "nccl" and max(counts) > torch.cuda.device_count():
+        raise SystemExit(f"multi_gpu: {max(counts)} GPUs asked for, {torch.cuda.device_count()} here")
+    goals = _common.load_goals()
+    shape = list(goals["presets"][a.preset]["input_shape"])
+    adapter = _common.load_adapter(goals)
+    adapter.load_model("cpu")  # makes the synthetic-weights cache once, before the ranks read it
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {n: run(n, a.backend, shape, a.runs, Path(tmp)) for n in counts}
+    device = device_of(0, a.backend)
+    with torch.no_grad():
+        reference = adapter.reference(adapter.load_model(device), adapter.make_input(shape, 1, device)).cpu()
+    one = results[1]
+    where = (f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}"
+             if a.backend == "nccl" else f"CPU, torch {torch.__version__}, gloo")
+    lines = [f"# optimize.py split across GPUs ({where}; preset {a.preset}, latent {shape}, "
+             f"{adapter.weights_kind()} weights; {a.runs} timed calls after the first)", "",
+             "| GPUs | split | median | first call | speedup | efficiency | peak a GPU | PSNR vs 1 GPU (borders) | PSNR vs fp32 eager (borders) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, r in results.items():
+        split = r["split"]
+        where_split = f"{split['axis']}, slabs {split['latent_slabs']}" if split else "-"
+        speedup = one["median_s"] / r["median_s"]
+        vs_one = "-" if n == 1 else f"{psnr(r['video'], one['video']):.2f} dB ({border_psnr(r['video'], one['video'], split):.2f})"
+        fp32_borders = border_psnr(r["video"], reference, split)
+        vs_fp32 = f"{psnr(r['video'], reference):.2f} dB" + (f" ({fp32_borders:.2f})" if fp32_borders else "")
+        peak = max(r["peaks_gb"])
+        lines.append(f"| {n} | {where_split} | {r['median_s']:.3f} s | {r['first_s']:.1f} s | {speedup:.2f}x | "
+                     f"{speedup / n:.0%} | {peak:.1f} GB | {vs_one} | {vs_fp32} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        a.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
