@@ -23,6 +23,12 @@ Without a keeper measured beside it (its source is nowhere, --best-median names 
 another keep landed since it was measured: a wave) the candidate's own calls are compared with the
 keeper's recorded figure, by the same test; that comparison cannot cancel drift, and the reason
 says so.
+
+A keeper is agent code too. One that runs slower beside a later candidate than on its own row (a
+clock-triggered sleep, say) would carry any candidate over the line, a slower one included. So a
+keeper whose calls beside the candidate take more than KEEPER_SLOWDOWN longer than its row's figure
+is not trusted as the yardstick: the candidate is judged against that row's figure instead, and
+the reason says why. Its warm-up likewise counts at the lesser of its recorded and its measured one.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from harness.row import Row
 
 CONFIDENCE = 0.95     # the interval printed and used, where the pairs allow it (below: the most they allow)
 MIN_PAIRS = 6         # the fewest pairs whose widest interval reaches CONFIDENCE (1 - 2/2^6 = 96.9%)
+KEEPER_SLOWDOWN = 0.10  # a keeper slower than its own row by more than this is not the yardstick
 
 
 @dataclass(frozen=True)
@@ -98,10 +105,11 @@ def describe(c: Comparison) -> str:
 
 
 def verdict(c: Comparison, noise: float, warmup: tuple[float, float, float] | None = None,
-            keeper: str = "the keeper") -> Verdict:
-    """keep / revert from a comparison: the rule of the module docstring."""
+            keeper: str = "the keeper", why_unpaired: str | None = None) -> Verdict:
+    """keep / revert from a comparison: the rule of the module docstring. why_unpaired: what the
+    reason says of a comparison against the recorded figure (by default: drift is not cancelled)."""
     ci = describe(c)
-    drift = "" if c.paired else "; not measured beside it, so drift of the machine is not cancelled"
+    drift = "" if c.paired else f"; {why_unpaired or 'not measured beside it, so drift of the machine is not cancelled'}"
     if c.low > noise:
         return Verdict("keep", f"kept: faster than {keeper} by {c.gain:.1%} ({ci}), beyond the {noise:.0%} "
                                f"noise threshold{drift}", c)
@@ -150,18 +158,27 @@ def judge(facts: dict[str, Any], metric: float, noise: float, better: str, keepe
     times = [float(t) for t in facts.get("times_s") or [facts["median_s"]]]
     paired = facts.get("paired") or {}
     name = keeper.exp if keeper is not None and figure is None else "the given figure"
+    value = figure if figure is not None else keeper.value
+    seconds = value if better == "lower" else metric * float(facts["median_s"]) / value  # work / figure
+    why_unpaired = None
     if figure is None and keeper is not None and paired.get("keeper_sha") and keeper.sha \
             and (keeper.sha.startswith(paired["keeper_sha"]) or paired["keeper_sha"].startswith(keeper.sha)):
-        c = compare(times, [float(t) for t in paired["keeper_times_s"]])
-        if warmup is not None and paired.get("keeper_warmup_s"):
-            warmup = (warmup[0], float(paired["keeper_warmup_s"]), warmup[2])  # measured beside it, this run
+        keeper_times = [float(t) for t in paired["keeper_times_s"]]
+        slowdown = statistics.median(keeper_times) / seconds - 1
+        if slowdown > KEEPER_SLOWDOWN:
+            c = compare(times, keeper_seconds=seconds)
+            why_unpaired = (f"{keeper.exp} ran {slowdown:.0%} slower beside it than on its own row, beyond the "
+                            f"{KEEPER_SLOWDOWN:.0%} a keeper may drift, so the candidate is judged against that "
+                            f"row's figure (re-run {keeper.exp} to measure it again)")
+        else:
+            c = compare(times, keeper_times)
+        if warmup is not None and paired.get("keeper_warmup_s"):  # measured beside it, this run
+            warmup = (warmup[0], min(x for x in (warmup[1], float(paired["keeper_warmup_s"])) if x), warmup[2])
     else:
-        value = figure if figure is not None else keeper.value
-        seconds = value if better == "lower" else metric * float(facts["median_s"]) / value  # work / figure
         c = compare(times, keeper_seconds=seconds)
     if warmup is not None and not warmup[1]:
         warmup = None
-    v = verdict(c, noise, warmup, name)
+    v = verdict(c, noise, warmup, name, why_unpaired)
     if not c.paired and facts.get("paired_error"):  # why it was not measured beside its keeper
         v = Verdict(v.status, f"{v.reason} ({facts['paired_error']})", c)
     return v

@@ -77,6 +77,27 @@ def test_a_keeper_with_a_wide_spread_blocks_no_later_keep(tmp_path: Path) -> Non
     assert [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "keep", "keep"]
 
 
+def test_a_keeper_that_slows_down_later_carries_no_candidate(tmp_path: Path) -> None:
+    """The keeper is agent code too. This one is honest while it is judged and twice as slow later
+    (here "later" is a machine speed other than the one it was kept at; a real one would read the
+    clock). Measured beside it, a candidate of the keeper's honest speed looked 2x faster and was
+    kept; judged against the keeper's own row, it is not."""
+    ws = make_toy(tmp_path / "toy", git=True)
+    (ws / "optimize.py").write_text(
+        '"""toy candidate: slows itself down once it is the keeper"""\nimport os\n\n\n'
+        'def build_decoder(model, example_input):\n    speed = float(os.environ["TOY_DELAY_S"])\n'
+        f'    model.delay = 0.5 * speed * (1 if speed == {NORMAL} else 2)\n\n'
+        '    def forward_fn(x):\n        return model(x)\n\n    return forward_fn, {}\n')
+    subprocess.run(["git", "commit", "-qam", "a keeper with a bomb"], cwd=ws, check=True)
+    rc, f, out = run(ws, "--desc", "the keeper, honest for now", "--no-profile")
+    assert rc == 0 and f["status"] == "keep", out
+    (ws / "optimize.py").write_text(scaled(0.5, " (the keeper's honest speed, no bomb)"))
+    rc, f, out = run(ws, "--desc", "no faster than the keeper was", "--no-profile",
+                     env={"TOY_DELAY_S": str(NORMAL * 1.02)})
+    assert rc == 0 and f["status"] == "revert", out
+    assert "slower beside it than on its own row" in f["verdict"], f["verdict"]
+
+
 def test_measure_leaves_its_arguments_alone(tmp_path: Path) -> None:
     """measure() once cleared --best-median on the args it was given, after a first run's baseline."""
     from harness import _common, run_experiment
