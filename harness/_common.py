@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from harness import goals as goals_module
+from harness import adapter as adapter_contract, goals as goals_module
 from harness.goals import GOALS_ENV, Goals  # noqa: F401 - GOALS_ENV: the tests' and tools' name for it
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,23 +61,9 @@ def root() -> Path:
     return goals_path().parent
 
 
-# The adapter's contract: what every target's adapter gives the harness (README, "Retarget").
-# Optional: flops and peak_probes (the floor), min_bytes (a "bytes" floor), frames (quality strips),
-# reference_for_output (a reference that follows the output, such as an LLM's greedy path).
-ADAPTER_CONTRACT = {
-    "load_model": "load_model(device) -> the frozen model, fp32, eval mode",
-    "weights_kind": "weights_kind() -> 'published' or 'synthetic'",
-    "weights_id": "weights_id() -> a name for the weights the references are made with",
-    "make_input": "make_input(shape, seed, device) -> a seeded input of a preset's input_shape",
-    "reference": "reference(model, x) -> the frozen model's output for x",
-    "output_shape": "output_shape(input_shape) -> the output's shape",
-    "compare": "compare(out, ref, gate) -> {'passed', 'reason', 'quality', 'max_abs'} (the gate)",
-}
-
-
 def load_adapter(goals: dict[str, Any]) -> ModuleType:
-    """The target's adapter module, checked against ADAPTER_CONTRACT: SetupError naming every
-    missing piece at once."""
+    """The target's adapter module, checked against harness/adapter.py's Adapter: SetupError
+    naming every missing piece at once."""
     if str(root()) not in sys.path:
         sys.path.append(str(root()))  # last, for the reason harness/__init__.py gives
     name = goals.get("adapter")
@@ -89,10 +75,7 @@ def load_adapter(goals: dict[str, Any]) -> ModuleType:
         if e.name and name.startswith(e.name):  # the adapter itself, not something it imports
             raise SetupError(f"adapter module {name} (goals.json \"adapter\") not found next to {goals_path()}") from None
         raise
-    wanted = dict(ADAPTER_CONTRACT)
-    if goals.get("floor", {}).get("work") == "bytes":
-        wanted["min_bytes"] = "min_bytes(input_shape) -> the bytes a call cannot avoid moving (goals.json floor: bytes)"
-    missing = [what for fn, what in wanted.items() if not callable(getattr(module, fn, None))]
+    missing = adapter_contract.missing(module, needs_min_bytes=goals.get("floor", {}).get("work") == "bytes")
     if missing:
         raise SetupError(f"adapter {name} ({module.__file__}) lacks {plural(len(missing), 'function')} the harness "
                          f"calls: " + "; ".join(missing))

@@ -7,7 +7,7 @@ Writes DIR/ (refused if it exists):
     goals.json          the target: adapter, presets, metric, gate, pool, noise threshold, stop rule
     optimize.py         the candidate the agent edits: build_decoder(model, example_input) -> (forward_fn, info)
     NAME_model/         the frozen model and its adapter (target.py: the functions the harness calls,
-                        _common.ADAPTER_CONTRACT, checked when it loads)
+                        harness/adapter.py's Adapter, checked when it loads)
     README.md           what to replace, and the commands below
     .gitignore          its assets/ and runs/
 
@@ -56,8 +56,8 @@ GOALS = {
     "floor": {"work": "flops", "note": "executed FLOPs at the probed peak (harness/floor.py)"},
 }
 
-ADAPTER = '''"""The adapter of target {name}: the functions the harness calls (harness/_common.py
-ADAPTER_CONTRACT). REPLACE the stand-in model, its input and its gate with yours; keep the names.
+ADAPTER = '''"""The adapter of target {name}: the functions the harness calls (their one definition:
+harness/adapter.py). REPLACE the stand-in model, its input and its gate with yours; keep the names.
 """
 
 from __future__ import annotations
