@@ -29,10 +29,11 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from _probe import preset_shape  # noqa: E402
 from integrations import wan_dropin  # noqa: E402
 from model import LATENT_MEAN, LATENT_STD, load_vae  # noqa: E402
 
-SHAPES = {"720p": (31, 44, 80), "480p": (21, 30, 52)}  # latent frames, height, width: 121 / 81 frames
+PRESETS = {"720p": "full", "480p": "480p"}  # goals.json presets: 121 / 81 frames
 
 
 @dataclass
@@ -93,7 +94,7 @@ def measure(name: str, shape: str, make: Callable[[], Callable[[torch.Tensor], t
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["720p", "480p"])
+    ap.add_argument("--shapes", nargs="+", choices=sorted(PRESETS), default=["720p", "480p"])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--low-memory", action="store_true", help="also ours with the drop-in's low_memory=True")
@@ -118,7 +119,7 @@ def main() -> int:
     std = torch.tensor(LATENT_STD, device="cuda").view(1, -1, 1, 1, 1)
     rows = []
     for shape in args.shapes:
-        z = torch.randn(1, 48, *SHAPES[shape], generator=torch.Generator().manual_seed(2026)).cuda()
+        z = torch.randn(*preset_shape(PRESETS[shape]), generator=torch.Generator().manual_seed(2026)).cuda()
         raw = z * std + mean  # what a diffusers pipeline hands to vae.decode
 
         def eager(dtype: torch.dtype) -> Callable:

@@ -16,16 +16,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _probe import preset_shape  # noqa: E402
 from integrations.wan_dropin import OptimizedDecoder  # noqa: E402
 from model import load_vae  # noqa: E402
 
-SHAPES = {"720p": (31, 44, 80), "480p": (21, 30, 52)}  # latent frames, height, width
+PRESETS = {"720p": "full", "480p": "480p"}  # goals.json presets: 121 / 81 frames
 
 
 def main() -> int:
     vae = load_vae("synthetic", device="cuda")
-    for name, shape in SHAPES.items():
-        z = torch.randn(1, 48, *shape, generator=torch.Generator().manual_seed(2026)).cuda()
+    for name, preset in PRESETS.items():
+        z = torch.randn(*preset_shape(preset), generator=torch.Generator().manual_seed(2026)).cuda()
         with torch.no_grad():
             reference = vae.decode(z).cpu()
         for low_memory in (False, True):
