@@ -25,6 +25,14 @@ raises if it did. `optimize.build_decoder` runs lazily, once per latent shape an
 If the optimized path fails on CPU (a CUDA-only kernel, torch.compile without a compiler), the
 frozen model's own decode is used instead and a warning is logged once. On CUDA failures raise.
 
+Several GPUs of one host: give the patch (or OptimizedDecoder) a torch.distributed process group
+and every rank's decode call runs together, the frame split across the ranks in space
+(integrations/split_decode.py); the root's latent is decoded (group rank 0) and every rank gets the
+whole video back (one broadcast), so a pipeline running on each rank carries on unchanged.
+
+    dist.init_process_group("nccl")            # torchrun, one process a GPU
+    patch_diffusers_wan(pipe.vae, group=dist.group.WORLD)
+
 Run `python -m integrations.wan_dropin` for a self-check on a tiny latent (synthetic weights).
 """
 
@@ -80,8 +88,9 @@ class OptimizedDecoder:
 
     def __init__(self, vae: WanVAE, candidate: Path | None = None,
                  build: Callable[..., tuple[Callable[[Tensor], Tensor], dict]] | None = None,
-                 low_memory: bool = False) -> None:
+                 low_memory: bool = False, group: Any = None) -> None:
         self.vae = vae
+        self._group = group  # a torch.distributed process group: decode split across its ranks
         # build_decoder's setting for smaller cards (optimize.py's LOW_MEMORY); a candidate
         # without it raises TypeError on the first call.
         self._build_options = {"low_memory": True} if low_memory else {}
@@ -113,10 +122,11 @@ class OptimizedDecoder:
             versions = _versions(self.vae)
             try:
                 # A copy as the example: build_decoder may run warm-up calls on it.
-                fn, info = self._build_fn()(self.vae, z.clone(), **self._build_options)
+                fn, info = (self._split_fn(z) if self._group is not None else
+                            self._build_fn()(self.vae, z.clone(), **self._build_options))
                 out = fn(z)
             except Exception as e:  # noqa: BLE001 - any failure of the optimized path
-                if z.device.type != "cpu":
+                if z.device.type != "cpu" or self._group is not None:  # a rank alone cannot fall back
                     raise
                 _warn_fallback(e)
                 fn, info = self.vae.decode, {"fallback": f"{type(e).__name__}: {e}"}
@@ -126,6 +136,27 @@ class OptimizedDecoder:
                                    "tensors where they were fp32 already); reload the pipeline's VAE")
             self._fns[key], self.infos[key] = fn, info
             return out
+
+
+    def _split_fn(self, z: Tensor) -> tuple[Callable[[Tensor], Tensor], dict]:
+        """forward_fn split across self._group's ranks, the video broadcast from group rank 0."""
+        import torch.distributed as dist
+
+        from integrations.split_decode import build_split_decoder
+
+        build, options, group = self._build_fn(), self._build_options, self._group
+        split_fn, info = build_split_decoder(lambda vae, example: build(vae, example, **options), self.vae,
+                                             z.clone(), group=group, namespace=build.__globals__)
+
+        def on_every_rank(latent: Tensor) -> Tensor:
+            video = split_fn(latent)
+            if video is None:  # not the root: room for the root's video
+                b, _, t, h, w = latent.shape
+                video = torch.empty(b, 3, 1 + 4 * (t - 1), 16 * h, 16 * w, device=latent.device)
+            dist.broadcast(video, dist.get_global_rank(group, 0), group=group)
+            return video
+
+        return on_every_rank, info
 
 
 def _warn_fallback(error: Exception) -> None:
@@ -140,9 +171,10 @@ def _warn_fallback(error: Exception) -> None:
 # (a) upstream wan22: Wan2_2_VAE
 
 
-def patch_wan22_vae(wan_vae: Any, candidate: Path | None = None, low_memory: bool = False) -> Any:
+def patch_wan22_vae(wan_vae: Any, candidate: Path | None = None, low_memory: bool = False, group: Any = None) -> Any:
     """Replace `wan_vae.decode` (a `Wan2_2_VAE`) with the optimized decoder; returns `wan_vae`.
     low_memory=True: optimize.py's setting for smaller cards (slower; README gives both figures).
+    group: a process group whose ranks decode together, the frame split across them.
 
     Calling it again is a no-op; `unpatch(wan_vae)` restores the original method.
     """
@@ -159,7 +191,7 @@ def patch_wan22_vae(wan_vae: Any, candidate: Path | None = None, low_memory: boo
     if model.z_dim != len(LATENT_MEAN):
         raise ValueError(f"not a Wan 2.2 VAE: z_dim {model.z_dim} != {len(LATENT_MEAN)}")
     decoder = OptimizedDecoder(_build_our_vae(model.state_dict(), device, **config), candidate,
-                               low_memory=low_memory)
+                               low_memory=low_memory, group=group)
 
     def decode(zs: Any) -> list[Tensor] | None:
         if not isinstance(zs, list):
@@ -249,10 +281,12 @@ def diffusers_config_to_ours(config: Any) -> dict[str, Any]:
                 temporal_downsample=tuple(config["temperal_downsample"]))
 
 
-def patch_diffusers_wan(autoencoder: Any, candidate: Path | None = None, low_memory: bool = False) -> Any:
+def patch_diffusers_wan(autoencoder: Any, candidate: Path | None = None, low_memory: bool = False,
+                        group: Any = None) -> Any:
     """Replace `autoencoder.decode` (an AutoencoderKLWan, Wan 2.2 config) with the optimized
     decoder; returns `autoencoder`. Calling it again is a no-op; `unpatch` restores it.
-    low_memory=True: optimize.py's setting for smaller cards (slower; README gives both figures)."""
+    low_memory=True: optimize.py's setting for smaller cards (slower; README gives both figures).
+    group: a process group whose ranks decode together, the frame split across them."""
     if hasattr(autoencoder, _PATCH_ATTR):
         return autoencoder
     from diffusers.models.autoencoders.vae import DecoderOutput  # lazy: diffusers is optional
@@ -262,7 +296,7 @@ def patch_diffusers_wan(autoencoder: Any, candidate: Path | None = None, low_mem
     check_mapping(state, **config)
     device = next(autoencoder.parameters()).device
     decoder = OptimizedDecoder(_build_our_vae(diffusers_to_ours(state), device, **config), candidate,
-                               low_memory=low_memory)
+                               low_memory=low_memory, group=group)
 
     def decode(z: Tensor, return_dict: bool = True) -> Any:
         vae = decoder.vae

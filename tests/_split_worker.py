@@ -2,10 +2,12 @@
 the ranks of a gloo group (integrations/split_decode.py), with the halo exchange on and then off;
 rank 0 also decodes it in one piece (optimize.py's plain path) and saves all three to OUT.
 
-    python tests/_split_worker.py RANK WORLD STORE_FILE OUT.pt B,C,T,H,W [winograd]
+    python tests/_split_worker.py RANK WORLD STORE_FILE OUT.pt B,C,T,H,W [winograd | dropin]
 
 winograd: the decoder optimize.py builds on a GPU, its Winograd convs included (run with
 TRITON_INTERPRET=1, which runs its Triton kernels on CPU tensors), in place of its CPU path.
+dropin: the Wan drop-in's decoder given the group instead; every rank saves the video it got
+(OUT.pt.RANK), rank 0 also the one-process drop-in's.
 """
 
 from __future__ import annotations
@@ -48,6 +50,15 @@ def main() -> None:
             return decoder, {}
     vae = load_model("cpu")
     z = torch.randn(*shape, generator=torch.Generator().manual_seed(7))
+    if sys.argv[6:] == ["dropin"]:  # the drop-in given the group: every rank gets the whole video
+        from integrations.wan_dropin import OptimizedDecoder
+
+        split = OptimizedDecoder(vae, build=build, group=dist.group.WORLD)
+        video = split(z)
+        whole = OptimizedDecoder(vae, build=build)(z) if rank == 0 else None
+        torch.save({"video": video, "whole": whole, "info": next(iter(split.infos.values()))}, f"{out}.{rank}")
+        dist.destroy_process_group()
+        return
     decode, info = build_split_decoder(build, vae, z, namespace=vars(optimize))
     split = decode(z if rank == 0 else None)
     decode.halo.enabled = False  # the same decode with zeros for the neighbours' rows

@@ -27,12 +27,13 @@ TOLERANCE = 1e-4  # fp32 on CPU: a slab's conv sums in another order than the wh
 SEAM = 1e-2  # without the halo the border rows are off by 0.1 to 1.5
 
 
-def run_ranks(world: int, shape: tuple[int, ...], tmp: Path) -> dict:
-    """Start `world` ranks on the latent shape; rank 0's saved videos and split."""
+def run_ranks(world: int, shape: tuple[int, ...], tmp: Path, *mode: str) -> dict:
+    """Start `world` ranks on the latent shape; rank 0's saved videos and split (the dropin mode:
+    every rank's file, by rank)."""
     out, store = tmp / f"video{world}.pt", tmp / f"store{world}"
     env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
     procs = [subprocess.Popen([sys.executable, str(REPO / "tests" / "_split_worker.py"), str(r), str(world),
-                               str(store), str(out), ",".join(map(str, shape))],
+                               str(store), str(out), ",".join(map(str, shape)), *mode],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(world)]
     logs = []
@@ -44,6 +45,8 @@ def run_ranks(world: int, shape: tuple[int, ...], tmp: Path) -> dict:
                 q.kill()
             raise
     assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-3000:]
+    if mode == ("dropin",):
+        return {r: torch.load(f"{out}.{r}") for r in range(world)}
     return torch.load(out)
 
 
@@ -90,3 +93,15 @@ def test_one_rank_is_todays_path(narrow_vae: torch.nn.Module) -> None:
     z = torch.randn(1, 48, 2, 1, 2, generator=torch.Generator().manual_seed(1))
     sentinel = (lambda x: x, {"built": "plain"})
     assert build_split_decoder(lambda vae, example: sentinel, narrow_vae, z) is sentinel
+
+
+def test_dropin_given_a_group_decodes_split_and_every_rank_gets_the_video(tmp_path: Path) -> None:
+    """The Wan drop-in's decoder with a process group (issue 27 item 2): each of 2 ranks calls it
+    as a pipeline running on every rank would, and each gets the whole video, equal to the
+    one-process drop-in's."""
+    got = run_ranks(2, (1, 48, 3, 2, 2), tmp_path, "dropin")
+    whole = got[0]["whole"]
+    for rank, saved in got.items():
+        assert saved["info"]["split"]["ranks"] == 2, saved["info"]  # decoded split, not whole on each rank
+        assert saved["video"].shape == whole.shape, rank
+        assert float((saved["video"] - whole).abs().max()) < TOLERANCE, f"rank {rank}"
