@@ -8,7 +8,9 @@ gathered there, every rank synchronized at both ends. Printed and written to --o
 first call, peak GPU memory of each rank, the speedup over N = 1 and its scaling efficiency, and
 PSNR (10 log10(4 / MSE), the gate's) of the N-GPU video against the one-GPU decode and against
 the frozen model's fp32 decode (PyTorch defaults), over the whole video and over the columns
-(or rows) within 16 pixels of each slab border.
+(or rows) within 16 pixels of each slab border. --slab-alone also times one rank's slab decoded
+alone on one GPU (no exchange, no gather): the compute a rank does, so the rest is the split's
+overhead.
 
     python scripts/multi_gpu.py --gpus 1,2 --out profiles/multi_gpu_h200.md
     python scripts/multi_gpu.py --gpus 1,2 --backend gloo --preset tiny    # the same steps on CPU
@@ -112,6 +114,7 @@ def main() -> int:
     p.add_argument("--preset", default="full")
     p.add_argument("--backend", default="nccl", choices=("nccl", "gloo"))
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--slab-alone", action="store_true", help="also time one slab alone on one GPU")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     counts = [int(n) for n in a.gpus.split(",")]
@@ -125,6 +128,12 @@ def main() -> int:
     adapter.load_model("cpu")  # makes the synthetic-weights cache once, before the ranks read it
     with tempfile.TemporaryDirectory() as tmp:
         results = {n: run(n, a.backend, shape, a.runs, Path(tmp)) for n in counts}
+        alone = {}
+        for n in counts[1:] if a.slab_alone else []:
+            axis, sizes = choose_split(shape[-2], shape[-1], n)
+            slab = list(shape)
+            slab[axis] = max(sizes)
+            alone[n] = run(1, a.backend, slab, a.runs, Path(tmp))["median_s"]
     device = device_of(0, a.backend)
     with torch.no_grad():
         reference = adapter.reference(adapter.load_model(device), adapter.make_input(shape, 1, device)).cpu()
@@ -133,8 +142,8 @@ def main() -> int:
              if a.backend == "nccl" else f"CPU, torch {torch.__version__}, gloo")
     lines = [f"# optimize.py split across GPUs ({where}; preset {a.preset}, latent {shape}, "
              f"{adapter.weights_kind()} weights; {a.runs} timed calls after the first)", "",
-             "| GPUs | split | median | first call | speedup | efficiency | peak a GPU | PSNR vs 1 GPU (borders) | PSNR vs fp32 eager (borders) |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| GPUs | split | median | one slab alone | first call | speedup | efficiency | peak a GPU | PSNR vs 1 GPU (borders) | PSNR vs fp32 eager (borders) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n, r in results.items():
         split = r["split"]
         where_split = f"{split['axis']}, slabs {split['latent_slabs']}" if split else "-"
@@ -143,7 +152,8 @@ def main() -> int:
         fp32_borders = border_psnr(r["video"], reference, split)
         vs_fp32 = f"{psnr(r['video'], reference):.2f} dB" + (f" ({fp32_borders:.2f})" if fp32_borders else "")
         peak = max(r["peaks_gb"])
-        lines.append(f"| {n} | {where_split} | {r['median_s']:.3f} s | {r['first_s']:.1f} s | {speedup:.2f}x | "
+        slab_alone = f"{alone[n]:.3f} s" if n in alone else "-"
+        lines.append(f"| {n} | {where_split} | {r['median_s']:.3f} s | {slab_alone} | {r['first_s']:.1f} s | {speedup:.2f}x | "
                      f"{speedup / n:.0%} | {peak:.1f} GB | {vs_one} | {vs_fp32} |")
     text = "\n".join(lines) + "\n"
     print(text)
