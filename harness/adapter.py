@@ -53,8 +53,9 @@ class OptionalAdapter(Protocol):
         """frames(output) -> pictures for the quality strip run_experiment draws"""
 
     def reference_for_output(self, model: Any, x: Any, out: Any) -> Any:
-        """reference_for_output(model, x, out) -> a reference that follows the output (an LLM's
-        greedy path), computed after each call instead of a stored one"""
+        """reference_for_output(model, x, out) -> a reference that follows the output (an LLM's path)
+
+        Computed after each call, on the harness's own copy of the model, instead of a stored one."""
 
 
 def contract(protocol: type = Adapter) -> dict[str, str]:
