@@ -10,7 +10,8 @@ PSNR (10 log10(4 / MSE), the gate's) of the N-GPU video against the one-GPU deco
 the frozen model's fp32 decode (PyTorch defaults), over the whole video and over the columns
 (or rows) within 16 pixels of each slab border. --slab-alone also times one rank's slab decoded
 alone on one GPU (no exchange, no gather): the compute a rank does, so the rest is the split's
-overhead.
+overhead. --profile DIR: one more call under torch.profiler on every rank, its top kernels (GPU
+time: compute against NCCL) written to DIR/profile_n{N}_rank{R}.txt.
 
     python scripts/multi_gpu.py --gpus 1,2 --out profiles/multi_gpu_h200.md
     python scripts/multi_gpu.py --gpus 1,2 --backend gloo --preset tiny    # the same steps on CPU
@@ -48,7 +49,8 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int], runs: int, out: str) -> None:
+def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int], runs: int, out: str,
+              profile_dir: str | None = None) -> None:
     """One rank: build, first call, timed calls; rank 0 saves the video and the figures to `out`."""
     from integrations.split_decode import build_split_decoder
     from harness.loader import load_source
@@ -75,6 +77,8 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
         times.append(time.perf_counter() - start)
         dist.barrier()
     peak = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else float("nan")
+    if profile_dir:
+        profile_call(decode, z if rank == 0 else None, device, Path(profile_dir) / f"profile_n{world}_rank{rank}.txt")
     peaks = [None] * world
     dist.all_gather_object(peaks, peak)
     if rank == 0:
@@ -83,10 +87,24 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
     dist.destroy_process_group()
 
 
-def run(world: int, backend: str, shape: list[int], runs: int, folder: Path) -> dict:
+def profile_call(decode, z, device: torch.device, path: Path) -> None:
+    """One call under torch.profiler: its 25 costliest ops by device (or CPU) time, to `path`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    dist.barrier()
+    with profile(activities=activities) as prof:
+        decode(z)
+        sync(device)
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    path.write_text(prof.key_averages().table(sort_by=key, row_limit=25, max_name_column_width=70))
+
+
+def run(world: int, backend: str, shape: list[int], runs: int, folder: Path, profile_dir: Path | None = None) -> dict:
     out = folder / f"n{world}.pt"
     store = folder / f"store{world}"
-    mp.spawn(rank_main, args=(world, str(store), backend, shape, runs, str(out)), nprocs=world, join=True)
+    mp.spawn(rank_main, args=(world, str(store), backend, shape, runs, str(out), str(profile_dir) if profile_dir else None),
+             nprocs=world, join=True)
     return torch.load(out)
 
 
@@ -115,6 +133,7 @@ def main() -> int:
     p.add_argument("--backend", default="nccl", choices=("nccl", "gloo"))
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--slab-alone", action="store_true", help="also time one slab alone on one GPU")
+    p.add_argument("--profile", type=Path, metavar="DIR", help="profile one more call of each count into DIR")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     counts = [int(n) for n in a.gpus.split(",")]
@@ -127,7 +146,7 @@ def main() -> int:
     adapter = _common.load_adapter(goals)
     adapter.load_model("cpu")  # makes the synthetic-weights cache once, before the ranks read it
     with tempfile.TemporaryDirectory() as tmp:
-        results = {n: run(n, a.backend, shape, a.runs, Path(tmp)) for n in counts}
+        results = {n: run(n, a.backend, shape, a.runs, Path(tmp), a.profile) for n in counts}
         alone = {}
         for n in counts[1:] if a.slab_alone else []:
             axis, sizes = choose_split(shape[-2], shape[-1], n)
