@@ -165,11 +165,16 @@ def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
         f.unlink()
     held = records.lock_file(ws / "runs" / "device_0.lock", wait=False)
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "CUDA_VISIBLE_DEVICES": ""}
+    probe = subprocess.Popen([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
+        said = probe.stderr.readline()  # its first line: that it waits for the device
+        assert "is measuring" in said and "waiting for it" in said, said
         with pytest.raises(subprocess.TimeoutExpired):
-            subprocess.run([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
-                           capture_output=True, timeout=20)
+            probe.wait(timeout=3)  # and it does wait, while the device is held
     finally:
+        probe.kill()
+        probe.wait()
         held.close()
     assert not list((ws / "assets").glob("peak-*.json")), "it probed while the device was held"
     r = subprocess.run([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
