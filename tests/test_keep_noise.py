@@ -82,12 +82,10 @@ def test_a_keeper_that_slows_down_later_carries_no_candidate(tmp_path: Path) -> 
     (here "later" is a machine speed other than the one it was kept at; a real one would read the
     clock). Measured beside it, a candidate of the keeper's honest speed looked 2x faster and was
     kept; judged against the keeper's own row, it is not."""
+    cheater = Path(__file__).resolve().parent / "cheaters" / "slows_as_keeper.py"
+    assert f"KEPT_AT = {NORMAL} " in cheater.read_text()  # it is honest at this test's machine speed
     ws = make_toy(tmp_path / "toy", git=True)
-    (ws / "optimize.py").write_text(
-        '"""toy candidate: slows itself down once it is the keeper"""\nimport os\n\n\n'
-        'def build_decoder(model, example_input):\n    speed = float(os.environ["TOY_DELAY_S"])\n'
-        f'    model.delay = 0.5 * speed * (1 if speed == {NORMAL} else 2)\n\n'
-        '    def forward_fn(x):\n        return model(x)\n\n    return forward_fn, {}\n')
+    (ws / "optimize.py").write_text(cheater.read_text())
     subprocess.run(["git", "commit", "-qam", "a keeper with a bomb"], cwd=ws, check=True)
     rc, f, out = run(ws, "--desc", "the keeper, honest for now", "--no-profile")
     assert rc == 0 and f["status"] == "keep", out
