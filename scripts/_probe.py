@@ -52,7 +52,8 @@ def wall_times(fn: Callable[[], Any], runs: int) -> tuple[Any, list[float]]:
 def psnr(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
     """(PSNR in dB for values in [-1, 1], max |a - b|)."""
     mse = ((a.double() - b.double()) ** 2).mean().item()
-    return 10 * torch.log10(torch.tensor(4.0 / mse)).item(), (a - b).abs().max().item()
+    db = float("inf") if mse == 0 else 10 * torch.log10(torch.tensor(4.0 / mse)).item()
+    return db, (a - b).abs().max().item()
 
 
 def preset_shape(preset: str) -> list[int]:

@@ -20,7 +20,6 @@ time: compute against NCCL) written to DIR/profile_n{N}_rank{R}.txt.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -34,10 +33,15 @@ import torch.multiprocessing as mp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from _probe import psnr as psnr_and_max_abs  # noqa: E402
 from harness import _common  # noqa: E402
 from integrations.split_decode import HEIGHT, choose_split  # noqa: E402
 
 BORDER = 16  # video pixels on each side of a slab border in the border PSNR
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
+    return psnr_and_max_abs(a, b)[0]
 
 
 def device_of(rank: int, backend: str) -> torch.device:
@@ -106,11 +110,6 @@ def run(world: int, backend: str, shape: list[int], runs: int, folder: Path, pro
     mp.spawn(rank_main, args=(world, str(store), backend, shape, runs, str(out), str(profile_dir) if profile_dir else None),
              nprocs=world, join=True)
     return torch.load(out)
-
-
-def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = float((a.double() - b.double()).square().mean())
-    return float("inf") if mse == 0 else 10 * torch.log10(torch.tensor(4.0 / mse)).item()
 
 
 def border_psnr(a: torch.Tensor, b: torch.Tensor, split: dict | None) -> float | None:

@@ -57,9 +57,10 @@ def one_case(benchmark: bool, candidate: str) -> dict[str, float]:
                 names = getattr(getattr(src, "fn", None), "arg_names", [])
                 consts = {names[k[0]] if isinstance(k, tuple) and len(k) == 1 and k[0] < len(names) else k: v
                           for k, v in getattr(src, "constants", {}).items() if isinstance(v, (int, bool))}
+                seconds = time.perf_counter() - t
                 compiled["n"] += 1
-                compiled["s"] += time.perf_counter() - t
-                compiled["each"].append([fn, str(consts), round(time.perf_counter() - t, 2)])
+                compiled["s"] += seconds
+                compiled["each"].append([fn, str(consts), round(seconds, 2)])
 
         tc.compile = triton.compiler.compile = counting
     except ImportError:
@@ -94,15 +95,14 @@ def compile_transforms(threads: bool, candidate: str) -> dict[str, float]:
 
     mod = load_module(Path(candidate))
     u = torch.zeros(1, dtype=torch.float16, device="cuda")
-    widths = (256, 512) if "norm_widths" in mod.precompile_winograd.__code__.co_varnames else ()
     t = time.perf_counter()
     if threads:
-        mod.precompile_winograd(torch.bfloat16, u, *([widths] if widths else [])).join()
+        mod.precompile_winograd(torch.bfloat16, u).join()
     else:  # the same compiles, each thread started only when the one before ended
         real = threading.Thread.start
         threading.Thread.start = lambda self: (real(self), self.join())[0]
         try:
-            mod.precompile_winograd(torch.bfloat16, u, *([widths] if widths else [])).join()
+            mod.precompile_winograd(torch.bfloat16, u).join()
         finally:
             threading.Thread.start = real
     return {"wall_s": time.perf_counter() - t}
