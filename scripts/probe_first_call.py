@@ -9,11 +9,11 @@ times its first call, then a second one (the steady state):
   no-benchmark cold Triton cache, cudnn.benchmark off (no engine search, slower engines).
 In the cold case, the seconds spent in Triton's compiler (summed over its compile() calls) and
 the number of kernels compiled are counted too, and each compile is listed (kernel, constants,
-seconds). A last pair of cases times the candidate's background compile of its Winograd
-transforms (precompile_winograd, the slowest kernels) as it runs and with its threads made to run
-one at a time (each in a fresh interpreter and cache): what its threads' overlap is worth.
+seconds; with the candidate's compiles forked at build, the parent's are cache hits). --limits N..
+adds a warm-Triton case per value of cuDNN's benchmark_limit (the engines its search tries a conv):
+what a shorter search saves on the first call, and what it costs the second.
 
-    python scripts/probe_first_call.py [--candidate optimize.py] [--out FILE.md]
+    python scripts/probe_first_call.py [--candidate optimize.py] [--out FILE.md] [--limits 1 3]
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def one_case(benchmark: bool, candidate: str) -> dict[str, float]:
-    """In this process: build the decoder and time its first two calls."""
+def one_case(benchmark: bool, candidate: str, limit: int | None = None) -> dict[str, float]:
+    """In this process: build the decoder and time its first two calls (limit: cuDNN's
+    benchmark_limit, the engines its search tries a conv; None leaves torch's default)."""
     sys.path.insert(0, str(REPO))
     import torch
 
@@ -74,6 +75,8 @@ def one_case(benchmark: bool, candidate: str) -> dict[str, float]:
     decode, _ = mod.build_decoder(model, x)
     build = time.perf_counter() - t
     torch.backends.cudnn.benchmark = benchmark  # after build_decoder, which turns it on
+    if limit is not None:
+        torch.backends.cudnn.benchmark_limit = limit
     times = []
     for _ in range(2):
         torch.cuda.synchronize()
@@ -85,32 +88,10 @@ def one_case(benchmark: bool, candidate: str) -> dict[str, float]:
             "triton_compiles": compiled["n"], "triton_compile_s": compiled["s"], "each": compiled["each"]}
 
 
-def compile_transforms(threads: bool, candidate: str) -> dict[str, float]:
-    """In this process: the candidate's background compile of its Winograd transforms (threads=True),
-    or the same kernels compiled in turn on this thread (the kernels from its precompile_winograd)."""
-    import threading
-
-    import torch
-    from _probe import load_module
-
-    mod = load_module(Path(candidate))
-    u = torch.zeros(1, dtype=torch.float16, device="cuda")
-    t = time.perf_counter()
-    if threads:
-        mod.precompile_winograd(torch.bfloat16, u).join()
-    else:  # the same compiles, each thread started only when the one before ended
-        real = threading.Thread.start
-        threading.Thread.start = lambda self: (real(self), self.join())[0]
-        try:
-            mod.precompile_winograd(torch.bfloat16, u).join()
-        finally:
-            threading.Thread.start = real
-    return {"wall_s": time.perf_counter() - t}
-
-
-def run_case(benchmark: bool, cache: str, candidate: Path, call: str = "one_case") -> dict[str, float]:
+def run_case(benchmark: bool, cache: str, candidate: Path, limit: int | None = None) -> dict[str, float]:
     env = {**os.environ, "TRITON_CACHE_DIR": cache}
-    code = f"import json, sys; sys.path.insert(0, 'scripts'); import probe_first_call as p; print(json.dumps(p.{call}({benchmark}, {str(candidate)!r})))"
+    code = ("import json, sys; sys.path.insert(0, 'scripts'); import probe_first_call as p; "
+            f"print(json.dumps(p.one_case({benchmark}, {str(candidate)!r}, {limit!r})))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-3000:])
@@ -121,6 +102,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--candidate", type=Path, default=REPO / "optimize.py")
     p.add_argument("--out", type=Path)
+    p.add_argument("--limits", type=int, nargs="*", default=[],
+                   help="also warm-Triton cases with these cuDNN benchmark_limit values (torch's default: 10)")
     a = p.parse_args()
     import torch
     import triton
@@ -129,6 +112,8 @@ def main() -> int:
     cand = a.candidate.resolve()
     cases = {"cold": run_case(True, cold, cand), "warm-triton": run_case(True, cold, cand),
              "no-benchmark": run_case(False, nobench, cand)}
+    for limit in a.limits:
+        cases[f"warm-triton, benchmark_limit {limit}"] = run_case(True, cold, cand, limit)
     lines = [f"# {cand.name}'s first call, split ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
              f"Triton {triton.__version__}, cuDNN {torch.backends.cudnn.version()}, full preset, synthetic weights)", "",
              "| case | build (s) | first call (s) | second call (s) | Triton compiles | in Triton's compiler (s) |",
@@ -138,9 +123,6 @@ def main() -> int:
                      f"{c['triton_compiles']} | {c['triton_compile_s']:.2f} |")
     lines += ["", "Each compile of the cold case (kernel, integer and flag constants, seconds):", ""]
     lines += [f"- {fn} {consts}: {sec:.2f} s" for fn, consts, sec in cases["cold"]["each"]]
-    turns = run_case(False, tempfile.mkdtemp(), cand, "compile_transforms")["wall_s"]
-    threads = run_case(True, tempfile.mkdtemp(), cand, "compile_transforms")["wall_s"]
-    lines += ["", f"The candidate's background compile (precompile_winograd) as it runs: {threads:.2f} s; its compiles in turn, one thread at a time: {turns:.2f} s."]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
