@@ -35,8 +35,8 @@ This version: a re-implementation of the streaming decode for speed, same semant
 - The first chunk's causal convs see only zero history: a 2D conv with the last time tap.
 - The last residual sum before the head is never stored: the head reads only its normed copy.
 - The Triton kernels are not specialized on their integer arguments (row counts, sizes), so the
-  first call compiles each kernel once per channel count and flags, not once per shape; the
-  Winograd transforms (the slowest to compile) once in all, on a thread started at build.
+  first call compiles each kernel once per channel count and flags, not once per shape; all of
+  them at once, in forked children started at build (ForkedCompiles).
 - The pointwise pieces are hand-written Triton kernels on CUDA; on CPU the same code runs eagerly
   in fp32 with torch ops (so the chunking and cache logic is testable without a GPU).
 - 3 latent frames a pass: as fast as 5 (cuDNN's rate is flat beyond that), with a far shorter
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -525,23 +525,70 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
                     num_warps=out_warps)
     return out
 
-def precompile_winograd(dtype: torch.dtype, u: Tensor) -> threading.Thread:
-    """Compile the two transform kernels on a background thread, started at build: the first call's
-    first chunk has no Winograd convs (2D convs with the last time tap) and spends seconds in
-    cuDNN's algorithm search, while the input transform alone takes ~5 s to compile on one core.
-    One compile serves every channel count: C is specialized only on its divisibility by 16."""
-    (in_p, in_c, in_w), (out_p, out_c, out_w) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
+class ForkedCompiles:
+    """The decode's Triton kernels compiled all at once, in forked children, at build.
 
-    def compile_both() -> None:
-        with torch.cuda.device(u.device):  # the dtypes stand in for tensors; nothing is launched
-            _input_transform.warmup(dtype, u.dtype, 1, 1, 1, 1, 1, 1024,
-                                    BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_w, grid=(1,))
-            _output_transform.warmup(u.dtype, dtype, 1, 1, 1, 1, 1, 1.0, 1024,
-                                     BLOCK_P=out_p, BLOCK_C=out_c, num_warps=out_w, grid=(1,))
+    A cold first call compiled its 16 kernel specializations one after another (9.3 s in Triton's
+    compiler, plus a C launcher each), most of it on the calling thread, where threads barely help
+    (Triton holds the GIL). Here a dry run of the decode on a tiny latent goes through a Triton hook
+    that records each specialization instead of compiling it (nothing is launched: the dry run's
+    values are garbage, never read) and forks a child for it; the child compiles the kernel and its
+    launcher into Triton's on-disk cache and exits. The real call's first launch of a kernel waits
+    for that kernel's child, then finds it in the cache. The children never touch the GPU (a forked
+    CUDA process must not): Triton's device lookup is answered with the index the parent handed over.
+    """
 
-    thread = threading.Thread(target=compile_both, name="winograd-compile", daemon=True)
-    thread.start()
-    return thread
+    def __init__(self, device: torch.device) -> None:
+        self.device_index = device.index if device.index is not None else torch.cuda.current_device()
+        self.children: dict[str, int] = {}  # Triton's in-memory cache key -> pid of the child compiling it
+
+    def dry_run(self, decoder: "FastDecoder", example: Tensor) -> None:
+        tiny = torch.zeros(*example.shape[:2], 2, 4, 4, device=example.device, dtype=example.dtype)
+        benchmark = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = False  # no engine search for shapes the decode never sees
+        triton.knobs.runtime.jit_cache_hook = self._fork
+        try:
+            decoder(tiny)
+        finally:
+            triton.knobs.runtime.jit_cache_hook = self._wait
+            torch.backends.cudnn.benchmark = benchmark
+
+    def _fork(self, *, key: str, fn, compile: dict, **_) -> bool | None:
+        if key not in self.children:
+            try:
+                with warnings.catch_warnings():  # fork() of a threaded process: the child only compiles
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    pid = os.fork()
+            except OSError:
+                return None  # no child: the dry run compiles (and runs) this one itself
+            if pid == 0:
+                self._compile_and_exit(fn.jit_function, compile["specialization_data"])
+            self.children[key] = pid
+        return True  # skip: nothing compiled or launched in the dry run
+
+    def _compile_and_exit(self, kernel, specialization: str) -> None:
+        code = 1
+        try:
+            triton.knobs.runtime.jit_cache_hook = None
+            driver = triton.runtime.driver.active
+            driver.get_current_device = lambda: self.device_index
+            compiled = kernel.preload(specialization)
+            driver.launcher_cls(compiled.src, compiled.metadata)  # its C launcher, cached too
+            code = 0
+        finally:  # a failed child only costs the parent its own compile, which reports the error
+            os._exit(code)
+
+    def _wait(self, *, key: str, **_) -> None:
+        pid = self.children.pop(key, None)
+        if pid is not None:
+            os.waitpid(pid, 0)
+
+    def finish(self) -> None:
+        """After the first call: reap every child left, and take the hook out."""
+        for pid in self.children.values():
+            os.waitpid(pid, 0)
+        self.children.clear()
+        triton.knobs.runtime.jit_cache_hook = None
 
 
 # --------------------------------------------------------------------------- weights
@@ -627,9 +674,7 @@ class FastDecoder:
             if not _on_torch(w):
                 self.winograd[name] = winograd_weight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype)
                 del self.w.conv[name]  # only its last tap is used directly (the first chunk)
-        self.compiling = None
-        if self.winograd and not _INTERPRET:
-            self.compiling = precompile_winograd(dtype, next(iter(self.winograd.values()))[0])
+        self.compiles: ForkedCompiles | None = None  # set by build_decoder, done after the first call
         self.dtype = dtype
         self.frames_per_pass = frames_per_pass
         self.frames_per_piece = frames_per_piece
@@ -670,9 +715,6 @@ class FastDecoder:
             assert buf.shape[2] == HISTORY + 1, "the first chunk is one latent frame at every stage"
             return F.conv2d(buf[:, :, HISTORY], self.w.last_tap[name], None, padding=pad_hw).unsqueeze(2)
         if name in self.winograd:
-            if self.compiling is not None:  # the transforms compile once, in the background
-                self.compiling.join()
-                self.compiling = None
             return winograd_conv(buf, *self.winograd[name])
         return F.conv3d(buf, self.w.conv[name], None, padding=(0, pad_hw, pad_hw))
 
@@ -798,6 +840,9 @@ class FastDecoder:
             e = 1 if s == 0 else min(s + self.frames_per_pass, t)
             frame = self.decode_chunk(x[:, :, s:e], out, frame)
         self.hist, self.filled = {}, {}  # nothing survives between calls
+        if self.compiles is not None:  # the first call after build's dry run
+            self.compiles.finish()
+            self.compiles = None
         return out
 
 
@@ -814,6 +859,10 @@ def build_decoder(vae, example_latent, low_memory: bool = False):
     dtype = torch.bfloat16 if cuda else torch.float32
     settings = LOW_MEMORY if low_memory else {"frames_per_pass": LATENT_FRAMES_PER_PASS}
     decoder = FastDecoder(vae, dtype, **settings)
+    if cuda and getattr(triton, "knobs", None) is not None:  # Triton 3.4+
+        compiles = ForkedCompiles(example_latent.device)
+        compiles.dry_run(decoder, example_latent)
+        decoder.compiles = compiles
     if not cuda:
         print("optimize.py: no CUDA; running the fast path eagerly in fp32", file=sys.stderr)
     info = {"dtype": str(dtype).replace("torch.", ""), "layout": "channels_last_3d",
