@@ -57,6 +57,12 @@ class OptionalAdapter(Protocol):
 
         Computed after each call, on the harness's own copy of the model, instead of a stored one."""
 
+    def input_from_clip(self, shape: list[int], clip: str | None, start_s: float | None, device: Any, model: Any) -> Any:
+        """input_from_clip(shape, clip, start_s, device, model) -> (input, facts) encoded from a video file, or with clip None the target's own clip; a bad clip: SetupError (make_latent)"""
+
+    def render_clip(self, path: Any, shape: list[int]) -> None:
+        """render_clip(path, shape) -> writes a procedural clip that input_from_clip reads (make_latent --synthetic-clip)"""
+
 
 def contract(protocol: type = Adapter) -> dict[str, str]:
     """{function name: its one-line description} of a protocol above."""

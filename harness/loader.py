@@ -1,5 +1,5 @@
 """The one way a Python file is imported as a module here: a candidate (in the worker, or a
-person's decode), a calibration variant, a development probe's file.
+person's mp4, model/to_mp4.py), a calibration variant, a development probe's file.
 """
 
 from __future__ import annotations

@@ -4,18 +4,20 @@ The harness knows nothing about VAEs: it loads the model, makes inputs, runs the
 counts FLOPs through these functions. Retarget the harness by writing another module with
 the same functions and pointing goals.json at it. `compare` is the target's gate. Optional:
 `frames` (without it run_experiment draws no quality strip), `flops` and `peak_probes` (the
-floor, harness/floor.py).
+floor, harness/floor.py), `input_from_clip` and `render_clip` (make_latent's clips: model/clip.py).
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from . import load_vae, weights_kind as _weights_kind
+from .clip import encode_video, read_source, render_synthetic_clip
 from .vae import WanVAE
 from .weights import CHECKPOINT, synthetic_id
 from harness._common import sha256_file
@@ -87,6 +89,22 @@ def reference(model: WanVAE, x: torch.Tensor) -> torch.Tensor:
 def output_shape(shape: list[int]) -> list[int]:
     b, _, t, h, w = shape
     return [b, 3, 1 + 4 * (t - 1), 16 * h, 16 * w]
+
+
+def input_from_clip(shape: list[int], clip: str | None, start_s: float | None, device: str,
+                    model: WanVAE | None = None) -> tuple[torch.Tensor, dict]:
+    """The preset's latent encoded from a video file, or (clip None) from Tears of Steel, and the
+    facts that name the clip. The model is loaded only once the clip has been read."""
+    _, _, frames, height, width = output_shape(shape)
+    video, facts = read_source(clip, start_s, frames, height, width)
+    model = model if model is not None else load_model(device)
+    return encode_video(model, video, device, shape), facts
+
+
+def render_clip(path: Path, shape: list[int]) -> None:
+    """A procedural clip the size of the preset's video, written to `path`."""
+    _, _, frames, height, width = output_shape(shape)
+    render_synthetic_clip(Path(path), frames, height, width)
 
 
 def flops(shape: list[int]) -> float:

@@ -14,7 +14,7 @@
 # blank lines and lines starting with '#' are skipped (experiments/*.plan). A line starting with
 # `$ ` is a command run as it stands, from the repository (another preset's assets, a bench).
 # --mp4: afterwards, with the best keeper back in optimize.py, run the GPU-only test and decode
-# the benchmark latent to an mp4 (python -m harness.decode --compare), reading the mp4 back.
+# the benchmark latent to an mp4 (python -m model.to_mp4 --compare), reading the mp4 back.
 # PRESET=tiny runs the same steps at the tiny preset (a dry run of a plan on a CPU machine).
 #
 # A `$ ` command finds the plan's candidates, as they were when it started, under
@@ -76,7 +76,7 @@ if [ "$mp4" = "--mp4" ]; then
   log "GPU-only tests"
   python3 scripts/gpu_check.py 2>&1 | tail -n 8
   log "decode to mp4"
-  python3 -m harness.decode "assets/input_$preset.pt" --out /tmp/decode_full.mp4 --compare --force 2>&1 | tail -n 30
+  python3 -m model.to_mp4 "assets/input_$preset.pt" --out /tmp/decode_full.mp4 --compare --force 2>&1 | tail -n 30
   python3 - <<'PY'
 import av
 with av.open("/tmp/decode_full.mp4") as c:

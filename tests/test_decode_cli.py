@@ -1,8 +1,8 @@
-"""harness/decode.py: a tiny latent becomes an mp4 whose frames are the decoded video; bad input
+"""model/to_mp4.py: a tiny latent becomes an mp4 whose frames are the decoded video; bad input
 is refused with one line and nothing is written or overwritten; --compare writes the strip.
 
 On the VAE's architecture at narrow widths (tests/narrow_vae, the real target's gate and presets):
-what is checked here is the files decode.py writes, not the model's channel counts, and
+what is checked here is the files to_mp4.py writes, not the model's channel counts, and
 optimize.py's decoder beside a full-width model would hold 5 GB."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import torch
 av = pytest.importorskip("av", reason="PyAV is not installed")
 
 from conftest import use  # noqa: E402
-from harness import _common, decode  # noqa: E402
+from harness import _common  # noqa: E402
+from model import to_mp4  # noqa: E402
 
 # yuv444p at crf 0 is lossless in YUV, so the only error left is the 8-bit RGB <-> limited-range
 # YUV round trip: RGB levels are quantized to ~219/255 steps and each matrix rounds, measured
@@ -43,7 +44,7 @@ def decoded(narrow_workspace, narrow_vae, tmp_path_factory):
         args = argparse.Namespace(latent=_common.input_path("tiny"), out=out, fps=24, crf=0,
                                   compare=True, force=False, preset_free=False, candidate=None,
                                   device="cpu")
-        facts, video = decode.decode(args)
+        facts, video = to_mp4.decode(args)
         patch.undo()
     return facts, video, out
 
@@ -55,14 +56,14 @@ def _read_frames(path) -> np.ndarray:
 
 def test_mp4_frames_match_the_decoded_tensor(decoded, tmp_path):
     facts, video, out = decoded
-    expected = decode.to_frames(video).astype(np.int16)
+    expected = to_mp4.to_frames(video).astype(np.int16)
     got = _read_frames(out).astype(np.int16)
     assert got.shape == expected.shape == (9, 32, 32, 3)
     assert facts["frames"] == 9 and facts["decode_s"] > 0
     assert np.abs(_luma(got) - _luma(expected)).mean() <= MEAN_LUMA_LEVELS_420
 
     lossless = tmp_path / "lossless.mp4"
-    decode.write_mp4(decode.to_frames(video), lossless, 24, 0, "test", pix_fmt="yuv444p")
+    to_mp4.write_mp4(to_mp4.to_frames(video), lossless, 24, 0, "test", pix_fmt="yuv444p")
     assert np.abs(_read_frames(lossless).astype(np.int16) - expected).max() <= MAX_LEVELS_444
 
 
@@ -76,7 +77,7 @@ def test_compare_writes_clip_and_strip(decoded):
 
 
 def _run(args: list[str], capsys) -> tuple[int, str]:
-    code = decode.main(args)
+    code = to_mp4.main(args)
     return code, capsys.readouterr().err.strip()
 
 

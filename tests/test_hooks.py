@@ -181,6 +181,7 @@ UNSANDBOXED_REFUSED = [
     "python harness/verify.py --candidate /tmp/try.py",
     "python harness/bench.py --candidate=/home/u/.config/auto-optim/record-key",
     "python harness/make_latent.py",
+    "python -m model.to_mp4 assets/input_tiny.pt --out v.mp4",
     "python harness/hooks/guard_frozen.py",
     "nvidia-smi -pm 1",
     "nvidia-smi -lgc 1980",

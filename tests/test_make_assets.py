@@ -1,5 +1,5 @@
-"""make_latent.py / make_reference.py: the synthetic-clip path end to end, and bad inputs
-(one line on stderr, exit != 0, nothing overwritten)."""
+"""make_latent.py / make_reference.py: the synthetic-clip path end to end (through the VAE's
+adapter, model/clip.py), and bad inputs (one line on stderr, exit != 0, nothing overwritten)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from harness import _common as C, make_latent, make_reference
+from model.clip import render_synthetic_clip
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,11 +44,11 @@ def test_synthetic_clip_end_to_end(scratch: Path, vae: torch.nn.Module) -> None:
 
 def test_clip_too_few_frames_and_too_small(scratch: Path) -> None:
     short = scratch / "short.mp4"
-    make_latent.render_synthetic_clip(short, frames=5, height=32, width=32)
+    render_synthetic_clip(short, frames=5, height=32, width=32)
     r = cli("make_latent.py", scratch, "--clip", str(short))
     assert r.returncode == 2 and "needs 9" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     small = scratch / "small.mp4"
-    make_latent.render_synthetic_clip(small, frames=9, height=16, width=48)
+    render_synthetic_clip(small, frames=9, height=16, width=48)
     with pytest.raises(make_latent.InputError, match="at least 32x32"):
         make_latent.run("tiny", mode="clip", clip=str(small), device="cpu")
     assert not C.input_path("tiny").exists()

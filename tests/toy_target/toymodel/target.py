@@ -17,8 +17,8 @@ from torch.utils.flop_counter import FlopCounterMode
 class Toy(nn.Module):
     """[B, C, T, H, W] -> same shape in [-1, 1]: a 3D conv, then an MLP over channels.
 
-    5-D like a video only because make_latent sizes clips from output_shape; the seeded input
-    path is all the toy uses.
+    5-D like a video, but no video's encoding: its adapter has no input_from_clip, so its input
+    is always the seeded one.
     """
 
     def __init__(self, channels: int = 4, hidden: int = 16, delay: float = 0.0) -> None:

@@ -1,8 +1,8 @@
 """Decode a latent file with optimize.py and write an H.264 mp4 you can watch.
 
 Usage:
-    python -m harness.decode LATENT --out video.mp4 [--fps 24] [--compare] [--force]
-                             [--preset-free] [--candidate FILE] [--device cpu|cuda] [--crf 18]
+    python -m model.to_mp4 LATENT --out video.mp4 [--fps 24] [--compare] [--force]
+                           [--preset-free] [--candidate FILE] [--device cpu|cuda] [--crf 18]
 
 LATENT: an assets/input_<preset>.pt dict ({"input": tensor, ...}) or a bare tensor .pt, shaped
 [1, 48, T, h, w] (or [48, T, h, w]), floating point. Without --preset-free its shape must be one
@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-if __package__ in (None, ""):
-    sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+if __package__ in (None, ""):  # run as python model/to_mp4.py
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # the harness; see harness/__init__.py
 
 from harness import _common  # noqa: E402
 
