@@ -516,7 +516,7 @@ def test_settings_json_denies_every_protected_path_and_requires_the_sandbox():
     deny = set(s["permissions"]["deny"])
     paths = protected_paths(REPO)
     assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "records", "AGENTS.md", ".venv", "progress",
-            "targets/llm-decode/progress"} <= set(paths)
+            "targets/llm-decode/progress", "integrations", "experiments"} <= set(paths)
     for name in paths:
         assert {f"Edit(/{name})", f"Edit(/{name}/**)"} & deny, name
     sandbox = s["sandbox"]

@@ -28,7 +28,10 @@ TARGET_FILES = ("goals.json", "assets", "results.tsv", "leaderboard.md", "record
 # Per project: the code the harness and hooks run (and a virtual environment, should one be made
 # here), the agent's own contract, Claude Code's configuration, git, and what a person runs.
 PROJECT_FILES = ("harness", ".claude", ".git", "AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", "program.md", ".venv", "venv",
-                 "scripts", "tests", ".ci", "requirements.txt", "requirements-dev.txt")
+                 "scripts", "tests", ".ci", "requirements.txt", "requirements-dev.txt",
+                 # code a person runs outside any sandbox: the drop-ins (imported by scripts and
+                 # tests) and the GPU plans (whose `$ ` lines gpu_session.sh runs as they stand)
+                 "integrations", "experiments")
 
 # Where the agent writes the variants of a wave (harness/wave.py): beside the candidate, writable.
 CANDIDATES_DIR = "candidates"
