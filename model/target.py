@@ -21,7 +21,7 @@ from .clip import encode_video, read_source, render_synthetic_clip
 from .vae import WanVAE
 from .weights import CHECKPOINT, synthetic_id
 from harness._common import sha256_file
-from harness.tensor_checks import output_mismatch
+from harness.tensor_checks import gate_verdict, output_mismatch
 
 # Compared in pieces of this many elements: a 720p clip is 327 M of them, and a whole fp64 copy of
 # the difference would need 2.6 GB on the device.
@@ -65,13 +65,9 @@ def compare(out: torch.Tensor, ref: torch.Tensor, gate: dict) -> dict:
     mse = float(sq) / max(out.numel(), 1)
     facts["max_abs"] = float(worst)
     facts["quality"] = float("inf") if mse == 0 else 10 * math.log10((hi - lo) ** 2 / mse)
-    if facts["quality"] < gate["min_psnr_db"]:
-        facts["reason"] = f"PSNR {facts['quality']:.2f} dB < {gate['min_psnr_db']} dB"
-    elif facts["max_abs"] > gate["max_abs"]:
-        facts["reason"] = f"max abs diff {facts['max_abs']:.4f} > {gate['max_abs']}"
-    else:
-        facts["passed"] = True
-    return facts
+    return gate_verdict(facts, [
+        (facts["quality"] < gate["min_psnr_db"], f"PSNR {facts['quality']:.2f} dB < {gate['min_psnr_db']} dB"),
+        (facts["max_abs"] > gate["max_abs"], f"max abs diff {facts['max_abs']:.4f} > {gate['max_abs']}")])
 
 
 def make_input(shape: list[int], seed: int, device: str | torch.device = "cpu") -> torch.Tensor:

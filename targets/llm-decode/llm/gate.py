@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from harness.tensor_checks import output_mismatch
+from harness.tensor_checks import gate_verdict, output_mismatch
 
 # Rows of [positions, vocab] converted to fp64 at once: ~64 MB at Qwen's 151936 tokens.
 _CHUNK_ELEMENTS = 1 << 23
@@ -51,10 +51,6 @@ def compare(out: Any, ref: torch.Tensor, gate: dict[str, Any]) -> dict[str, Any]
         return res
     facts = _facts(out, ref)
     res.update(facts, quality=facts["max_kl"])
-    if facts["max_kl"] > gate["max_kl"]:
-        res["reason"] = f"max KL {facts['max_kl']:.3g} nats > {gate['max_kl']}"
-    elif facts["max_abs"] > gate["max_abs_logit"]:
-        res["reason"] = f"max abs logit diff {facts['max_abs']:.4g} > {gate['max_abs_logit']}"
-    else:
-        res["passed"] = True
-    return res
+    return gate_verdict(res, [
+        (facts["max_kl"] > gate["max_kl"], f"max KL {facts['max_kl']:.3g} nats > {gate['max_kl']}"),
+        (facts["max_abs"] > gate["max_abs_logit"], f"max abs logit diff {facts['max_abs']:.4g} > {gate['max_abs_logit']}")])
