@@ -12,10 +12,13 @@ built for its slab's shape, on its slab. That decoder knows nothing of the split
 decode runs, the candidate module's `F` (torch.nn.functional) is replaced by `_SplitFunctional`
 and its own same-padded conv functions (`SAME_PADDED_CONVS`, the Winograd conv) are wrapped, so
 
-- a conv with zero padding p > 0 along the split axis gets p real rows from each neighbour
-  instead (rank 0 and the last rank keep zeros at the frame's edges) and runs unpadded along that
-  axis: it computes exactly the rows of its slab, with no seam. Upsampling doubles every slab,
-  so the halo stays 1 row at every stage. The causal time history is per layer and per rank: it
+- a conv with zero padding p > 0 along the split axis runs on the slab as it is, zero-padded;
+  then the p output rows at each inner slab border, the only ones that read the padding, are
+  computed again on a window of the neighbour's p rows and the slab's own (rank 0 and the last
+  rank keep zeros at the frame's edges): the rows of its slab exactly, with no seam, for a
+  border's worth of work. (Copying the whole input with its halo rows around it cost rank 0 of a
+  2-GPU decode 0.15 s more: profiles/multi_gpu_h100x2.md.) The rows are exchanged while the slab's
+  conv runs. Upsampling doubles every slab, so the halo stays 1 row at every stage. The causal time history is per layer and per rank: it
   is the history of the rank's own rows, and the halo of a conv's input buffer (history frames
   included) comes from the neighbours' buffers, which hold the same frames.
 - the mid block's spatial attention (softmax over every pixel of a frame, at the latent's
@@ -113,9 +116,10 @@ class HaloExchange:
         self.after = dist.get_global_rank(group, r + 1) if group is not None and r + 1 < split.ranks else None
         self.enabled = True  # tests switch it off to show that the halo is what removes the seams
 
-    def neighbour_rows(self, x: Tensor, rows: int) -> tuple[Tensor, Tensor]:
-        """The `rows` rows of the neighbours' slabs next to this one (before, after), zeros where
-        there is no neighbour (the frame's zero padding)."""
+    def neighbour_rows(self, x: Tensor, rows: int) -> Callable[[], tuple[Tensor, Tensor]]:
+        """Start sending x's border rows and receiving the `rows` rows of the neighbours' slabs
+        next to this one; returns the wait that gives them (before, after), zeros where there is
+        no neighbour (the frame's zero padding). The exchange runs while the caller computes."""
         axis, n = self.split.axis, x.shape[self.split.axis]
         if n < rows:
             raise ValueError(f"a slab of {n} rows cannot lend a halo of {rows}: too many ranks for this latent")
@@ -123,23 +127,26 @@ class HaloExchange:
         shape[axis] = rows
         got_before = torch.zeros(shape, dtype=x.dtype, device=x.device)
         got_after = torch.zeros(shape, dtype=x.dtype, device=x.device)
-        if not self.enabled:
-            return got_before, got_after
         ops = []
-        if self.before is not None:
+        if self.enabled and self.before is not None:
             ops += [dist.P2POp(dist.isend, x.narrow(axis, 0, rows).contiguous(), self.before, self.group),
                     dist.P2POp(dist.irecv, got_before, self.before, self.group)]
-        if self.after is not None:
+        if self.enabled and self.after is not None:
             ops += [dist.P2POp(dist.isend, x.narrow(axis, n - rows, rows).contiguous(), self.after, self.group),
                     dist.P2POp(dist.irecv, got_after, self.after, self.group)]
-        for request in dist.batch_isend_irecv(ops) if ops else []:
-            request.wait()
-        return got_before, got_after
+        requests = dist.batch_isend_irecv(ops) if ops else []
+
+        def wait() -> tuple[Tensor, Tensor]:
+            for request in requests:
+                request.wait()
+            ops.clear()  # the rows sent were held until here
+            return got_before, got_after
+        return wait
 
     def with_halo(self, x: Tensor, rows: int) -> Tensor:
         """x with `rows` neighbour rows on each side along the split axis, in x's layout."""
         axis, n = self.split.axis, x.shape[self.split.axis]
-        before, after = self.neighbour_rows(x, rows)
+        before, after = self.neighbour_rows(x, rows)()
         shape = list(x.shape)
         shape[axis] = n + 2 * rows
         out = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=_memory_format(x))
@@ -147,6 +154,24 @@ class HaloExchange:
         out.narrow(axis, rows, n).copy_(x)
         out.narrow(axis, rows + n, rows).copy_(after)
         return out
+
+    def fix_borders(self, x: Tensor, y: Tensor, rows: int, reach: int, conv: Callable[[Tensor], Tensor],
+                    pending: Callable[[], tuple[Tensor, Tensor]]) -> Tensor:
+        """y, the slab's conv computed with zero padding, with its `rows` output rows at each slab
+        border that read the padding computed again from the neighbours' rows. conv(window) maps a
+        window of input rows [`rows` halo rows | `reach` of the slab's own] (or the mirror image at
+        the far border) to exactly the `rows` output rows they make. Costs a border's worth of work
+        instead of a copy of the whole input with its halo (and of the output, cropped back)."""
+        axis, n = self.split.axis, x.shape[self.split.axis]
+        before, after = pending()
+        fmt = _memory_format(x)
+        if self.enabled and self.before is not None:
+            window = torch.cat([before, x.narrow(axis, 0, reach)], dim=axis).contiguous(memory_format=fmt)
+            y.narrow(axis, 0, rows).copy_(conv(window))
+        if self.enabled and self.after is not None:
+            window = torch.cat([x.narrow(axis, n - reach, reach), after], dim=axis).contiguous(memory_format=fmt)
+            y.narrow(axis, y.shape[axis] - rows, rows).copy_(conv(window))
+        return y
 
     def gather_sequence(self, t: Tensor) -> Tensor:
         """All ranks' t [..., L, E] concatenated along L, where this rank's L pixels are its slab
@@ -212,8 +237,14 @@ class _SplitFunctional:
             return conv(x, weight, bias, stride, padding, dilation, groups)
         if _per_dim(stride, dims)[i] != 1 or _per_dim(dilation, dims)[i] != 1:
             raise NotImplementedError("a split decode halo-exchanges stride-1, undilated convs only")
-        pads[i] = 0  # the halo rows stand where the zero padding was
-        return conv(self._halo.with_halo(x, rows), weight, bias, stride, tuple(pads), dilation, groups)
+        reach = weight.shape[2 + i] - 1  # the slab rows a border output row reads besides the halo
+        unpadded = tuple(0 if d == i else p for d, p in enumerate(pads))
+        if x.shape[i - dims] < reach:  # a slab thinner than the kernel: the halo rows around all of it
+            return conv(self._halo.with_halo(x, rows), weight, bias, stride, unpadded, dilation, groups)
+        pending = self._halo.neighbour_rows(x, rows)
+        y = conv(x, weight, bias, stride, padding, dilation, groups)
+        return self._halo.fix_borders(x, y, rows, reach, lambda w: conv(w, weight, bias, stride, unpadded, dilation, groups),
+                                      pending)
 
     def scaled_dot_product_attention(self, query: Tensor, key: Tensor, value: Tensor, *args: Any,
                                      **kwargs: Any) -> Tensor:
@@ -237,12 +268,17 @@ def _per_dim(value: Any, dims: int, weight: Tensor | None = None) -> list[int]:
 
 
 def _same_padded(fn: Callable[..., Tensor], rows: int, halo: HaloExchange) -> Callable[..., Tensor]:
-    """fn(x, ...) that zero-pads `rows` in space itself: give it the halo rows instead and drop the
-    output rows they add (its padding then falls only on rows that are thrown away)."""
+    """fn(x, ...) that zero-pads `rows` in space itself ("same": as many output rows as input
+    rows): run on the slab, then its border rows again on windows with the neighbours' rows (of a
+    window of 3 x `rows` rows, the middle `rows` output rows are the ones wanted)."""
     def wrapped(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        y = fn(halo.with_halo(x, rows), *args, **kwargs)
         axis = halo.split.axis
-        return y.narrow(axis, rows, y.shape[axis] - 2 * rows).contiguous(memory_format=_memory_format(y))
+        if x.shape[axis] < 2 * rows:  # a slab thinner than the kernel: the halo rows around all of it
+            y = fn(halo.with_halo(x, rows), *args, **kwargs)
+            return y.narrow(axis, rows, y.shape[axis] - 2 * rows).contiguous(memory_format=_memory_format(y))
+        pending = halo.neighbour_rows(x, rows)
+        y = fn(x, *args, **kwargs)
+        return halo.fix_borders(x, y, rows, 2 * rows, lambda w: fn(w, *args, **kwargs).narrow(axis, rows, rows), pending)
     return wrapped
 
 

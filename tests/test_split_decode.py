@@ -86,6 +86,62 @@ def test_choose_split() -> None:
         choose_split(2, 2, 4)
 
 
+class _OneProcessHalo:
+    """A rank's halo exchange without the other ranks: the neighbours' rows are read from the whole
+    tensor (`whole`: the same layer's input for the whole frame), as the real exchange delivers them."""
+
+    def __init__(self, whole: torch.Tensor, split: "Split") -> None:
+        from integrations.split_decode import HaloExchange
+
+        self.halo = HaloExchange(split, None)
+        self.halo.before = split.rank - 1 if split.rank > 0 else None
+        self.halo.after = split.rank + 1 if split.rank + 1 < split.ranks else None
+        scale = whole.shape[split.axis] // sum(split.sizes)
+        start, n = scale * split.start(split.rank), scale * split.sizes[split.rank]
+
+        def neighbour_rows(x: torch.Tensor, rows: int):
+            assert x.shape[split.axis] == n
+            size = whole.shape[split.axis]
+            def rows_at(first: int) -> torch.Tensor:
+                if first < 0 or first + rows > size:
+                    return torch.zeros_like(whole.narrow(split.axis, 0, rows))
+                return whole.narrow(split.axis, first, rows).clone()
+            return lambda: (rows_at(start - rows), rows_at(start + n))
+        self.halo.neighbour_rows = neighbour_rows
+        self.start, self.n = start, n
+
+
+@pytest.mark.parametrize("axis", [HEIGHT, WIDTH])
+@pytest.mark.parametrize("kernel, padding", [(3, 1), (2, 1), (1, 0)])
+def test_a_slabs_conv_equals_its_rows_of_the_whole_frames_conv(axis: int, kernel: int, padding: int) -> None:
+    """The halo arithmetic in one process: each rank's conv of its slab, its border rows made
+    again from the neighbours' rows (or, for a slab thinner than the kernel, the halo rows around
+    all of it), equals its rows of the whole frame's conv, for a 3x3 and the sub-pixel 2x2 conv
+    (one more output row than input rows: each slab's last one is the next slab's first), conv3d
+    with a time tap too; and a same-padded conv function (the Winograd conv's wrapper) likewise.
+    Slabs of 1 to 5 rows: both the border path and the thin-slab path."""
+    from integrations.split_decode import Split, _same_padded, _SplitFunctional
+
+    g = torch.Generator().manual_seed(3)
+    whole = torch.randn(1, 4, 2, 10, 11, generator=g)  # N, C, T, H, W
+    w3 = torch.randn(5, 4, 2, kernel, kernel, generator=g)
+    pad = (0, padding, padding)
+    full = torch.nn.functional.conv3d(whole, w3, padding=pad)
+    size = whole.shape[axis]
+    sizes = (5, 1, size - 8, 2) if padding else (5, size - 5)
+    for rank in range(len(sizes)):
+        split = Split(axis, sizes, rank)
+        one = _OneProcessHalo(whole, split)
+        slab = whole.narrow(axis, one.start, one.n)
+        got = _SplitFunctional(one.halo).conv3d(slab, w3, None, 1, pad)
+        want = full.narrow(axis, one.start, got.shape[axis])
+        assert float((got - want).abs().max()) < 1e-5, (sizes, rank)
+        if kernel == 3 and padding == 1:
+            same = lambda x: torch.nn.functional.conv3d(x, w3, padding=pad)  # noqa: E731
+            got = _same_padded(same, 1, one.halo)(slab)
+            assert float((got - full.narrow(axis, one.start, one.n)).abs().max()) < 1e-5, (sizes, rank)
+
+
 def test_one_rank_is_todays_path(narrow_vae: torch.nn.Module) -> None:
     """Without a process group the split returns build_decoder's own result, untouched."""
     from integrations.split_decode import build_split_decoder
