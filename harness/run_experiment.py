@@ -76,6 +76,7 @@ from harness.records import Refused  # noqa: E402
 HARNESS = Path(__file__).resolve().parent
 BASELINE = HARNESS / "baselines" / "fp32_eager.py"
 BASELINE_DESC = "baseline: the frozen model, fp32 eager (PyTorch defaults), on this machine"
+BASELINE_ON_ONE = " (a preset of {ranks} ranks: the whole decode on one, the others idle)"
 
 
 def metric_of(facts: dict[str, Any], goals: dict[str, Any], preset: str) -> tuple[float, float]:
@@ -129,7 +130,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     if not cand.is_file():
         raise Refused(f"candidate file not found: {cand}")
     rows = records.read_rows()
-    gpu = _common.env_info(device)["gpu"]
+    gpu = _common.env_info(device, goals.presets[preset].ranks)["gpu"]
     frozen = _common.frozen_files()
     fh = _common.frozen_hash(frozen)
     base = records.baseline_row(rows, preset, gpu)
@@ -214,7 +215,9 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                     rec.update(outcome=facts["status"], reason=facts["reason"])
         floor.annotate(facts, goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
 
-    recs = ([new_rec(BASELINE, BASELINE_DESC, True)] if first else []) + [new_rec(cand, a.desc, False)]
+    ranks = goals.presets[preset].ranks
+    base_desc = BASELINE_DESC + (BASELINE_ON_ONE.format(ranks=ranks) if ranks > 1 else "")
+    recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(cand, a.desc, False)]
     figure = None if first else a.best_median
     options = {"unsandboxed": a.unsandboxed, "timeout": a.timeout}
     try:
