@@ -111,3 +111,15 @@ def test_rows_of_other_rank_counts_are_never_the_yardstick() -> None:
         assert records.baseline_row(rows, preset, gpu)["exp"] == base
         assert records.best_row(rows, preset, gpu)["exp"] == records.current_row(rows, preset, gpu)["exp"] == best
     assert records.baseline_row(rows, PRESET, one) is None  # no 1-rank rows there: a first run, a baseline of its own
+
+
+def test_a_group_holds_the_lock_of_each_of_its_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2-rank measurement holds both its GPUs' locks (runs/device_<i>.lock): a measurement on
+    either waits; one on the next GPU goes ahead."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,4")
+    with use(tmp_path), run_experiment.device_lock(2):
+        runs = tmp_path / "runs"
+        assert all(isinstance(records.lock_file(runs / f"device_{i}.lock", wait=False), str) for i in (2, 3))
+        free = records.lock_file(runs / "device_4.lock", wait=False)
+        assert not isinstance(free, str)
+        free.close()
