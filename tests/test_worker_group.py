@@ -8,6 +8,7 @@ integrations/split_decode.py), on the narrow VAE (tests/narrow_vae: the real arc
 - a rank that dies, or raises, while rank 0 is busy ends the call at once as a crash, and nothing
   of the group is left running.
 - like with like: rows of one rank count are never the yardstick of another's.
+- a target that cannot split a call (the toy) cannot use such a preset: one clear line.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NARROW, REPO, make_vae_workspace, use
+from conftest import NARROW, REPO, TOY, make_vae_workspace, use
 from harness import _common, process, records, run_experiment
 from harness.session import Session
 
@@ -123,3 +124,17 @@ def test_a_group_holds_the_lock_of_each_of_its_gpus(tmp_path: Path, monkeypatch:
         free = records.lock_file(runs / "device_4.lock", wait=False)
         assert not isinstance(free, str)
         free.close()
+
+
+def test_a_preset_of_ranks_needs_a_target_that_splits(tmp_path: Path) -> None:
+    """The toy's adapter has no build_split: a preset of 2 ranks is a setup error before anything
+    starts, and a preset's ranks must be a whole number >= 1."""
+    goals = json.loads((TOY / "goals.json").read_text())
+    for ranks, says in ((2, "has no build_split to run a call across them"), (0, "not a whole number >= 1")):
+        ws = tmp_path / f"ranks{ranks}"
+        ws.mkdir()
+        (ws / "toymodel").symlink_to(TOY / "toymodel", target_is_directory=True)
+        goals["presets"]["tiny-2ranks"] = {**goals["presets"]["tiny"], "ranks": ranks}
+        (ws / "goals.json").write_text(json.dumps(goals))
+        with use(ws), pytest.raises(_common.SetupError, match=says):
+            Session(None, "tiny-2ranks", "cpu")
