@@ -30,7 +30,8 @@ that says "done" before the output is written hands over poison; work left runni
 is charged to the next call, which cannot start before it; and no call can be skipped, cached or
 special-cased without failing the gate. The quality a run reports is the worst over all its calls.
 Every reply of the worker is checked (harness/replies.py) before it is used; a malformed one is a
-crash.
+crash. A preset of several ranks changes nothing here: its worker is rank 0 of a worker group in
+the same sandbox (harness/worker_group.py), and says "done" only once every rank has.
 """
 
 from __future__ import annotations

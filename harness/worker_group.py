@@ -15,7 +15,7 @@ They run the same handler on a scratch input of the input's shape: the real inpu
 only inside the call, from rank 0 (the target's build_split decides how), after the harness
 handed it over and started its clock. Their output is dropped. Rank 0 says "done" only once
 every rank has answered, so the clock covers the whole group. Their peak memory is reported as
-the largest over the ranks, their FLOPs as the sum.
+the largest over the ranks, their FLOPs as the sum; a profile is rank 0's.
 
 A rank that fails takes the group down: it prints why and exits; rank 0 watches every rank and
 exits at once when one is gone (in the sandbox it is the namespace's first process, so every

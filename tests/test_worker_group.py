@@ -55,6 +55,7 @@ def test_a_split_decode_is_measured_and_recorded(group_workspace: Path, capsys: 
     assert "2 ranks" in cand["sandbox"] and cand["sandbox"].startswith("bwrap")
     facts = json.loads((ws / "records" / f"{cand['exp']}.json").read_text())["facts"]
     assert facts["ranks"] == 2 and facts["peak_mem_of"] == "the largest of 2 ranks"
+    assert facts["floor_s"] is None and "a group of 2 ranks" in facts["floor_note"]
     assert facts["info"]["split"] == {"ranks": 2, "axis": "height", "latent_slabs": [1, 1], "backend": "gloo"}
     assert len(facts["checked"]) == facts["runs"] + facts["warmup_runs"]
     # Every element of every call's video, the rows on both sides of the slab border among them,
