@@ -184,17 +184,25 @@ def atomic_write(path: Path, data: bytes | str, exclusive: bool = False) -> None
         tmp.unlink()
 
 
-def env_info(device: str) -> dict[str, Any]:
-    """GPU name and versions, printed beside every number."""
+def env_info(device: str, ranks: int = 1) -> dict[str, Any]:
+    """GPU name and versions, printed beside every number. A worker group of `ranks` processes
+    (one a GPU) is a machine of its own: "2x NVIDIA H100 80GB HBM3", so its rows are compared
+    with its own kind only (records.py matches rows by preset and gpu)."""
+    machine = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
     info = {
         "device": device,
-        "gpu": torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)",
+        "gpu": f"{ranks}x {machine}" if ranks > 1 else machine,
         "torch": torch.__version__,
         "cuda": torch.version.cuda if device == "cuda" else None,
         "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
         "python": platform.python_version(),
     }
     return info
+
+
+def on_cpu(gpu: str) -> bool:
+    """Is env_info's "gpu" (a row's) a CPU, one process or a group of them?"""
+    return re.sub(r"^\d+x ", "", gpu).startswith("CPU")
 
 
 def sync(device: str) -> None:

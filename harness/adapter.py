@@ -60,6 +60,9 @@ class OptionalAdapter(Protocol):
     def input_from_clip(self, shape: list[int], clip: str | None, start_s: float | None, device: Any, model: Any) -> Any:
         """input_from_clip(shape, clip, start_s, device, model) -> (input, facts) encoded from a video file, or with clip None the target's own clip; a bad clip: SetupError (make_latent)"""
 
+    def build_split(self, build: Any, model: Any, example: Any, group: Any) -> Any:
+        """build_split(build_fn, model, example, group) -> (forward_fn, info) that runs one call across the ranks of a worker group (a preset's "ranks"): every rank calls it, rank 0's output counts"""
+
     def render_clip(self, path: Any, shape: list[int]) -> None:
         """render_clip(path, shape) -> writes a procedural clip that input_from_clip reads (make_latent --synthetic-clip)"""
 

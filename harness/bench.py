@@ -76,7 +76,7 @@ def human(f: dict[str, Any]) -> list[str]:
                      f"{f['tflops']:.4g} TFLOP/s at the nominal count")
     if f.get("floor_s"):
         lines.append(f"  floor {f['floor_s']:.4g} s: {f['floor_note']}; the median is {f['x_floor']:.2f}x the floor")
-    elif not f["gpu"].startswith("CPU"):  # on a CPU a floor means nothing: no line
+    elif not _common.on_cpu(f["gpu"]):  # on a CPU a floor means nothing: no line
         lines.append(f"  {f.get('floor_note', 'no floor')}")
     if "baseline" in f:
         b = f["baseline"]

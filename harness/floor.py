@@ -157,6 +157,9 @@ def annotate(facts: dict[str, Any], goals: dict[str, Any], adapter: Any, shape: 
     else:
         work, source = nominal, "nominal FLOPs (no count of the executed ones)"
     rate = (peak or {}).get("peak", {}).get(kind, {})
+    if facts.get("ranks", 1) > 1:  # the probe is of one device; a group's floor is not simply N of them
+        facts.update(floor_s=None, floor_note=f"no floor for a group of {facts['ranks']} ranks: the probe is of one device")
+        return
     if (peak or {}).get("device") == "cpu":  # a floor means nothing where the candidate is not written to run
         facts.update(floor_s=None, floor_note="no floor on a CPU: its probed rates are no peak a GPU candidate is held to")
         return

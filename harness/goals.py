@@ -32,6 +32,7 @@ class Preset:
     timed_runs: int
     warmup_runs: int
     work_per_call: float
+    ranks: int                      # processes of one worker group (one a GPU); above 1: a split run
     raw: Mapping[str, Any] = field(repr=False)
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -92,7 +93,8 @@ def parse(data: Any, where: Path) -> Goals:
     presets = {}
     for name, p in (data.get("presets") or {}).items():
         presets[name] = Preset(name, tuple(p.get("input_shape", ())), int(p.get("timed_runs", 5)),
-                               int(p.get("warmup_runs", 1)), float(p.get("work_per_call", 1)), MappingProxyType(p))
+                               int(p.get("warmup_runs", 1)), float(p.get("work_per_call", 1)),
+                               _ranks(p, name, where), MappingProxyType(p))
     better = metric.get("better", "lower")
     if better not in ("lower", "higher"):
         raise GoalsError(f"goals file {where}: metric.better is {better!r}, not 'lower' or 'higher'")
@@ -102,6 +104,14 @@ def parse(data: Any, where: Path) -> Goals:
                  better, float(data.get("noise_threshold", 0.01)), float(gain) if gain else None,
                  gate.get("quality_name", "quality"), gate.get("quality_better", "higher"),
                  MappingProxyType(presets), tuple(data.get("worker_env", ())), MappingProxyType(data))
+
+
+def _ranks(preset: Mapping[str, Any], name: str, where: Path) -> int:
+    """A preset's "ranks": a whole number >= 1 (1 when absent)."""
+    ranks = preset.get("ranks", 1)
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise GoalsError(f"goals file {where}: preset {name}'s ranks is {ranks!r}, not a whole number >= 1")
+    return ranks
 
 
 _cache: dict[Path, tuple[tuple[int, int], Goals]] = {}

@@ -9,7 +9,7 @@ The policy is "everything except": the worker may read and execute the whole fil
 contents of the `hidden` paths (the benchmark input, the references, the pool of fresh inputs, the
 key that signs records), write only under `writable` (its scratch folder, device files other than /dev/shm),
 and, where the kernel supports it (ABI 4 and 6), open no TCP connection, send no signal and reach
-no abstract unix socket outside its own domain. Landlock also forbids ptrace of processes outside
+no abstract unix socket outside its own domain (the ranks of a worker group: see restrict). Landlock also forbids ptrace of processes outside
 the domain, so /proc/<harness>/mem and friends are closed whatever `hidden` says.
 
 Landlock is allow-list based, so "read everything except H" is built by walking down from / : a
@@ -91,10 +91,14 @@ def _grants(hidden: set[str], top: str = "/") -> list[tuple[str, bool, int]]:
     return out
 
 
-def restrict(hidden: list[str | Path], writable: list[str | Path]) -> int:
+def restrict(hidden: list[str | Path], writable: list[str | Path], group: bool = False) -> int:
     """Sandbox this thread and everything it starts from now on. Returns the ABI used.
 
     hidden: paths the worker may not read (files or folders); writable: folders it may write in.
+    group: a rank of a worker group (harness/worker_group.py), each under a domain of its own,
+    which talk over TCP (gloo, NCCL's bootstrap: on ports the kernel picks, which no rule can
+    name), abstract unix sockets (NCCL) and signals: those are left to the sandbox's network and
+    PID namespaces, which hold the group's own processes only.
     Raises Unavailable when Landlock is missing; any other failure raises OSError.
     """
     abi = abi_version()
@@ -102,8 +106,8 @@ def restrict(hidden: list[str | Path], writable: list[str | Path]) -> int:
         raise Unavailable("Landlock is not available on this kernel (Linux 5.13+ with landlock in the LSM list)")
     libc = _libc()
     fs = _FS_BY_ABI.get(abi, _FS_BY_ABI[5])
-    net = _NET_TCP if abi >= 4 else 0
-    scope = _SCOPE if abi >= 6 else 0
+    net = _NET_TCP if abi >= 4 and not group else 0
+    scope = _SCOPE if abi >= 6 and not group else 0
     attr = struct.pack("=QQQ", fs, net, scope)[: 8 if abi < 4 else 16 if abi < 6 else 24]
     ruleset = libc.syscall(_SYS_CREATE, attr, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if ruleset < 0:

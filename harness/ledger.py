@@ -267,7 +267,7 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
             what += f"\n  {r['note']}"
         lines.append(what)
     row = results[-1]["row"]
-    if row["gpu"].startswith("CPU"):  # the stop rule's floor and profile figures mean nothing on a CPU
+    if _common.on_cpu(row["gpu"]):  # the stop rule's floor and profile figures mean nothing on a CPU
         lines.append("On a CPU the tiny preset checks the harness's logic end to end; optimize.py is written for a GPU, "
                      "so its speed here means little. Next: the same command on a GPU machine (README, 'On a GPU'), "
                      "or let Claude Code run the loop (README, 'Running it with Claude Code').")

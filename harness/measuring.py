@@ -44,7 +44,8 @@ class Measuring:
         if runs is not None:
             self.runs = runs
         facts: dict[str, Any] = {
-            "passed": False, "status": "measured", "reason": "", "preset": self.preset, **_common.env_info(self.device),
+            "passed": False, "status": "measured", "reason": "", "preset": self.preset, **_common.env_info(self.device, self.ranks),
+            "ranks": self.ranks,
             "candidate": str(self.candidate), "candidate_sha": _common.sha256_bytes(self.source),
             "weights_kind": self.adapter.weights_kind(), "sandbox": self.sandbox_label(),
             "input": f"asset {_common.input_path(self.preset).name}", "runs": self.runs, "warmup_runs": self.warmup,
@@ -102,6 +103,8 @@ class Measuring:
             facts["boundary_pct"] = 100 * facts["boundary_s"] / facts["median_s"]
             memory = self.worker.request("memory", self.timeouts["call_s"])
             facts["peak_mem_gb"] = self._checked("memory", replies.peak_memory_gb, memory)
+            if self.ranks > 1:
+                facts["peak_mem_of"] = f"the largest of {self.ranks} ranks"
             facts["passed"] = True
 
         if facts["status"] == "measured":

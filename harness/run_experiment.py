@@ -35,8 +35,9 @@ start when the frozen files differ from the baseline's.
 
 Locks (runs/). run_experiment.lock: one experiment or one wave (harness/wave.py) per checkout; a
 second refuses at once. device_<i>.lock: whoever measures on GPU i (CUDA_VISIBLE_DEVICES's first
-entry, else 0) holds it, and a second measurement there waits. records.lock: held by apply from
-reading results.tsv to the last write, so writers that finish together stay whole.
+entry, else 0; a preset of N ranks: the first N) holds it, and a second measurement there waits.
+records.lock: held by apply from reading results.tsv to the last write, so writers that finish
+together stay whole.
 
 Record-file mode, for a GPU machine without .git: --measure-only measures (and profiles a
 would-be keeper, judged against --best-median or results.tsv there) and writes a JSON record,
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import re
@@ -62,7 +64,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import _common  # noqa: E402
@@ -76,6 +78,7 @@ from harness.records import Refused  # noqa: E402
 HARNESS = Path(__file__).resolve().parent
 BASELINE = HARNESS / "baselines" / "fp32_eager.py"
 BASELINE_DESC = "baseline: the frozen model, fp32 eager (PyTorch defaults), on this machine"
+BASELINE_ON_ONE = " (a preset of {ranks} ranks: the whole decode on one, the others idle)"
 
 
 def metric_of(facts: dict[str, Any], goals: dict[str, Any], preset: str) -> tuple[float, float]:
@@ -98,22 +101,32 @@ def acquire_lock() -> Any:
     return f
 
 
+def device_slots(gpus: int = 1) -> list[str]:
+    """The GPUs this process measures on, as the wave names them: CUDA_VISIBLE_DEVICES's first
+    `gpus` entries (a wave member's), else 0.. (torch's numbering). On a CPU a wave gives each
+    member a slot too."""
+    listed = [re.sub(r"[^\w-]", "", s) for s in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")]
+    return ([s for s in listed if s] or [str(i) for i in range(gpus)])[:gpus]
+
+
 def device_slot() -> str:
-    """The GPU this process measures on, as the wave names it: CUDA_VISIBLE_DEVICES's first entry
-    (a wave member's), else 0 (torch's default device). On a CPU a wave gives each member a slot too."""
-    first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
-    return re.sub(r"[^\w-]", "", first) or "0"
+    return device_slots()[0]
 
 
-def device_lock() -> Any:
-    """Two measurements never share a GPU: whoever measures holds runs/device_<slot>.lock, and a
-    second measurement on that GPU waits for it (a wave's members queue this way)."""
-    path = _common.root() / "runs" / f"device_{device_slot()}.lock"
-    f = records.lock_file(path, wait=False)
-    if isinstance(f, str):
-        print(f"run_experiment: GPU {device_slot()} is measuring ({f}); waiting for it", file=sys.stderr)
-        f = records.lock_file(path, wait=True)
-    return f
+@contextlib.contextmanager
+def device_lock(gpus: int = 1) -> Iterator[None]:
+    """Two measurements never share a GPU: whoever measures holds runs/device_<slot>.lock of each
+    GPU it uses (a preset of several ranks: one a rank), and a second measurement on one of them
+    waits for it (a wave's members queue this way). Taken in one order, so two never deadlock."""
+    with contextlib.ExitStack() as held:
+        for slot in sorted(device_slots(gpus)):
+            path = _common.root() / "runs" / f"device_{slot}.lock"
+            f = records.lock_file(path, wait=False)
+            if isinstance(f, str):
+                print(f"run_experiment: GPU {slot} is measuring ({f}); waiting for it", file=sys.stderr)
+                f = records.lock_file(path, wait=True)
+            held.enter_context(f)
+        yield
 
 
 # --- the measuring half ------------------------------------------------------------------------
@@ -129,7 +142,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     if not cand.is_file():
         raise Refused(f"candidate file not found: {cand}")
     rows = records.read_rows()
-    gpu = _common.env_info(device)["gpu"]
+    gpu = _common.env_info(device, goals.presets[preset].ranks)["gpu"]
     frozen = _common.frozen_files()
     fh = _common.frozen_hash(frozen)
     base = records.baseline_row(rows, preset, gpu)
@@ -214,7 +227,9 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                     rec.update(outcome=facts["status"], reason=facts["reason"])
         floor.annotate(facts, goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
 
-    recs = ([new_rec(BASELINE, BASELINE_DESC, True)] if first else []) + [new_rec(cand, a.desc, False)]
+    ranks = goals.presets[preset].ranks
+    base_desc = BASELINE_DESC + (BASELINE_ON_ONE.format(ranks=ranks) if ranks > 1 else "")
+    recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(cand, a.desc, False)]
     figure = None if first else a.best_median
     options = {"unsandboxed": a.unsandboxed, "timeout": a.timeout}
     try:
@@ -313,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
                 check_record_out(a.record_out)
             if not a.measure_only:
                 records.check_complete()  # before minutes of measuring: apply checks again under its lock
-            with device_lock():
+            preset = _common.pick_preset(goals, a.preset, a.device or _common.default_device())
+            with device_lock(goals.presets[preset].ranks):
                 recs = measure(a, goals)
             for rec in recs:
                 rec["no_profile"] = a.no_profile

@@ -24,6 +24,11 @@ the harness's. What follows for the candidate:
   nothing survives into the next experiment.
 - User: uid 0 inside maps to the harness's uid outside, with no capability over anything outside.
 
+A worker group (a preset with "ranks", harness/worker_group.py) lives in one sandbox: the worker
+starts its other ranks itself, before any candidate code exists, so they are in these namespaces
+and under its seccomp filter, each applies the worker's Landlock rules to itself, and all die
+with it.
+
 Landlock (harness/landlock.py), applied by the worker itself before any candidate code runs, is
 the second wall inside this one. Another mechanism (nsjail, a container runtime) can replace this
 module: what the session needs is `available()`, `wrap()` and `describe()`.
@@ -85,9 +90,12 @@ def available() -> str | None:
     return None
 
 
-def describe(landlock_abi: int) -> str:
-    """What a row records about the sandbox its worker ran in."""
+def describe(landlock_abi: int, ranks: int = 1) -> str:
+    """What a row records about the sandbox its worker ran in (a group of `ranks`: Landlock leaves
+    what passes among them to the namespaces, harness/landlock.py)."""
     inner = f"landlock-abi{landlock_abi}" if landlock_abi > 0 else "no landlock"
+    if landlock_abi >= 4 and ranks > 1:
+        inner += f" on each of {ranks} ranks (TCP, abstract sockets, signals: left to the namespaces)"
     walls = f"{inner}" + (" + seccomp (no io_uring, no foreign ABIs)" if seccomp.program() is not None else "")
     return f"bwrap (user, pid, net, ipc, uts, mount namespaces) + {walls}"
 

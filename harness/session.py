@@ -30,7 +30,8 @@ that says "done" before the output is written hands over poison; work left runni
 is charged to the next call, which cannot start before it; and no call can be skipped, cached or
 special-cased without failing the gate. The quality a run reports is the worst over all its calls.
 Every reply of the worker is checked (harness/replies.py) before it is used; a malformed one is a
-crash.
+crash. A preset of several ranks changes nothing here: its worker is rank 0 of a worker group in
+the same sandbox (harness/worker_group.py), and says "done" only once every rank has.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class Session(Measuring):
         self.device = device or _common.default_device()
         self.preset = _common.pick_preset(self.goals, preset, self.device)
         cfg = self.goals["presets"][self.preset]
+        self.ranks = self.goals.presets[self.preset].ranks
+        self._check_group()
         self.candidate = Path(os.path.abspath(candidate)) if candidate else _common.root() / self.goals["candidate"]
         if not self.candidate.is_file():
             raise _common.SetupError(f"candidate file not found: {self.candidate}")
@@ -102,6 +105,18 @@ class Session(Measuring):
         self.assets_from = assets_from  # a session beside this one (alternate.py): its inputs and references
 
     # --- setting up -------------------------------------------------------------------------
+
+    def _check_group(self) -> None:
+        """A preset of several ranks (a worker group, harness/worker_group.py) needs a target that
+        can split a call (its adapter's build_split) and, on GPUs, one GPU a rank."""
+        if self.ranks == 1:
+            return
+        if not callable(getattr(self.adapter, "build_split", None)):
+            raise _common.SetupError(f"preset {self.preset} runs on {self.ranks} ranks, but the target's adapter "
+                                     f"({self.goals['adapter']}) has no build_split to run a call across them")
+        if self.device == "cuda" and torch.cuda.device_count() < self.ranks:
+            raise _common.SetupError(f"preset {self.preset} needs {self.ranks} GPUs, one a rank; "
+                                     f"{torch.cuda.device_count()} are visible here")
 
     def __enter__(self) -> "Session":
         try:
@@ -131,8 +146,8 @@ class Session(Measuring):
             scratch = str(self.scratch)
         worker_cfg = {
             "goals_path": str(_common.goals_path()), "device": self.device, "candidate": str(self.candidate),
-            "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(),
-            "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": worker_process.writable(scratch)}
+            "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(), "ranks": self.ranks,
+            "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": worker_process.writable(scratch, self.ranks)}
             if self.landlock_abi > 0 else None,
         }
         try:
@@ -265,7 +280,7 @@ class Session(Measuring):
             process.signal_tree(self.worker.proc.pid, signal.SIGCONT)
 
     def sandbox_label(self) -> str:
-        return "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.landlock_abi)
+        return "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.landlock_abi, self.ranks)
 
     def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
         """One profiled call, then the FLOP count (count_flops), each on a fresh input and checked

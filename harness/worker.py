@@ -8,8 +8,10 @@ Its life, in order:
     started it (run_experiment holds lock files, verify does not), and a candidate could read
     them in /proc/self; now every tool's worker looks the same;
  1. read the configuration from the harness;
- 2. apply Landlock (harness/landlock.py), the second wall inside the namespaces the harness
-    started it in (harness/sandbox.py), while it still has one thread and no candidate code;
+ 2. where the preset has several ranks, start the group's other ranks (harness/worker_group.py:
+    `python -m harness.worker --rank FD`, which run the same handlers); then apply Landlock
+    (harness/landlock.py), the second wall inside the namespaces the harness started it in
+    (harness/sandbox.py), while it still has one thread and no candidate code;
  3. import torch, map the two shared buffers (harness/shared.py), load the frozen model;
  4. time the boundary for the harness: copy an output-sized tensor into the shared output buffer,
     before any candidate code exists in this process;
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import landlock  # noqa: E402  (standard library only)
+from harness import landlock, worker_group  # noqa: E402  (standard library only)
 from harness.channel import Channel  # noqa: E402
 
 
@@ -70,16 +72,25 @@ def _where(e: BaseException, candidate: str) -> str:
 
 
 class Worker:
-    def __init__(self, chan: Channel, cfg: dict[str, Any]) -> None:
+    """One rank's handlers: rank 0 holds the shared buffers; another rank of a worker group
+    (harness/worker_group.py) a scratch input and output of their shapes."""
+
+    def __init__(self, chan: Channel, cfg: dict[str, Any], rank: int = 0) -> None:
         import torch
 
         from harness import _common
         from harness import shared
 
         self.torch, self.common, self.chan, self.cfg = torch, _common, chan, cfg
-        self.device = cfg["device"]
-        self.inp = shared.attach(cfg["input"], INPUT_FD)
-        self.out = shared.attach(cfg["output"], OUTPUT_FD)
+        self.device, self.rank = cfg["device"], rank
+        ranks = int(cfg.get("ranks", 1))
+        self.group = worker_group.join(rank, ranks, self.device, cfg["store"]) if ranks > 1 else None
+        if rank == 0:
+            self.inp = shared.attach(cfg["input"], INPUT_FD)
+            self.out = shared.attach(cfg["output"], OUTPUT_FD)
+        else:
+            self.inp, self.out = (torch.zeros(b["shape"], dtype=getattr(torch, b["dtype"]), device=self.device)
+                                  for b in (cfg["input"], cfg["output"]))
         goals = _common.load_goals()
         self.goals = goals
         self.adapter = _common.load_adapter(goals)
@@ -113,13 +124,19 @@ class Worker:
         self.__dict__.pop("_probe", None)
         build = load_source(self.cfg["candidate"], self.cfg["source"], self.goals["build_fn"])
         with self.torch.no_grad():
-            self.fn, info = build(self.model, self.inp.clone())
+            if self.group is None:
+                self.fn, info = build(self.model, self.inp.clone())
+            else:
+                self.fn, info = worker_group.build(build, self.adapter, self.model, self.inp.clone(), self.group, self.rank)
         self.sync()
         return {"info": info}
 
     def call(self) -> dict[str, Any]:
         with self.torch.no_grad():
             y = self.fn(self.inp)
+        if self.rank > 0:  # another rank of a group: rank 0's output is the call's
+            self.sync()
+            return {}
         problem = self.deliver(y)
         return {"error": problem} if problem else {}
 
@@ -145,7 +162,7 @@ class Worker:
             reply["flops_error"] = _one_line(e)
         return reply
 
-    def memory(self) -> dict[str, Any]:
+    def memory(self) -> dict[str, Any]:  # a group's: the largest over its ranks (worker_group.merged)
         cuda = self.device == "cuda"
         return {"peak_mem_gb": self.torch.cuda.max_memory_allocated() / 1e9 if cuda else None}
 
@@ -180,33 +197,89 @@ def serve(chan: Channel) -> None:
         Path("/proc/self/oom_score_adj").write_text("1000")
     except OSError:
         pass
-    abi = 0
-    if cfg.get("landlock"):
-        # Its own /proc entry too: the CUDA driver writes there when it starts (seen on an H100).
-        abi = landlock.restrict(cfg["landlock"]["hidden"], cfg["landlock"]["writable"] + [f"/proc/{os.getpid()}"])
+    # A group's other ranks start first, so that each applies Landlock itself (it grants the
+    # process's own /proc entry), while no candidate code exists anywhere (harness/worker_group.py).
+    group = worker_group.Group(cfg) if int(cfg.get("ranks", 1)) > 1 else None
+    abi = restrict(cfg, group is not None)
     t0 = time.perf_counter()
-    worker = Worker(chan, cfg)
+    if group:
+        group.watch()
+    worker = Worker(chan, cfg | {"store": group.store} if group else cfg)
+    if group:
+        abi = min(abi, group.await_ready())
     chan.send({"op": "ready", "landlock_abi": abi, "load_s": time.perf_counter() - t0})
     while True:
-        msg = chan.recv()
-        op = msg.get("op")
-        if op == "exit":  # at once: tearing down an interpreter that holds torch costs ~0.5 s of CPU
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
-        handler = getattr(worker, op, None) if op in ("calibrate", "build", "call", "profile", "flops", "memory") else None
+        op = chan.recv().get("op")
+        if op == "exit":
+            leave(0)
+        handler = handler_of(worker, op)
         if handler is None:
             chan.send({"op": "error", "reason": f"unknown request {op!r}"})
             continue
         try:
-            chan.send({"op": "done", **handler()})
+            if group:
+                group.forward(op)
+            reply = handler()
+            chan.send({"op": "done", **(group.gather(op, reply) if group else reply)})
         except Exception as e:  # noqa: BLE001 - any failure of the candidate is reported, then we carry on
             traceback.print_exc()
-            where = "candidate build raised" if op == "build" else "candidate raised"
-            chan.send({"op": "error", "reason": f"{where} {_one_line(e)}{_where(e, cfg['candidate'])}"})
+            chan.send({"op": "error", "reason": failure(op, e, cfg["candidate"])})
+
+
+def serve_rank(chan: Channel) -> None:
+    """Rank k > 0 of a worker group (harness/worker_group.py): rank 0 forwards it every request,
+    and it answers with the same handler. On any failure it prints why and exits: rank 0, which
+    watches it, then ends the whole group (a rank left waiting in a collective would hang)."""
+    cfg = chan.recv()
+    rank = int(cfg["rank"])
+    abi = restrict(cfg, group=True)
+    worker = Worker(chan, cfg, rank)
+    chan.send({"op": "ready", "landlock_abi": abi})
+    while True:
+        try:
+            op = chan.recv().get("op")
+        except Exception:  # noqa: BLE001 - rank 0 is gone: so is the group
+            leave(0)
+        handler = handler_of(worker, op)
+        try:
+            if handler is None:
+                raise RuntimeError(f"unknown request {op!r}")
+            chan.send({"op": "done", **handler()})
+        except Exception as e:  # noqa: BLE001 - the candidate's failure on this rank ends the group
+            traceback.print_exc()
+            print(f"rank {rank}: {failure(op, e, cfg['candidate'])}", file=sys.stderr, flush=True)
+            leave(1)
+
+
+def restrict(cfg: dict[str, Any], group: bool) -> int:
+    """Apply the harness's Landlock rules to this process (a rank of a worker group: `group`); the ABI, 0 without."""
+    if not cfg.get("landlock"):
+        return 0
+    # Its own /proc entry too: the CUDA driver writes there when it starts (seen on an H100).
+    return landlock.restrict(cfg["landlock"]["hidden"], cfg["landlock"]["writable"] + [f"/proc/{os.getpid()}"], group)
+
+
+def handler_of(worker: Worker, op: Any):
+    """The worker's method that answers request `op`, or None."""
+    return getattr(worker, op) if op in ("calibrate", "build", "call", "profile", "flops", "memory") else None
+
+
+def failure(op: Any, e: BaseException, candidate: str) -> str:
+    where = "candidate build raised" if op == "build" else "candidate raised"
+    return f"{where} {_one_line(e)}{_where(e, candidate)}"
+
+
+def leave(code: int) -> None:
+    """Exit at once: tearing down an interpreter that holds torch costs ~0.5 s of CPU."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main() -> None:
+    if sys.argv[1] == "--rank":  # another rank of a worker group, started by rank 0 (worker_group.py)
+        serve_rank(Channel(socket.socket(fileno=int(sys.argv[2]))))
+        return
     if settle_fds([int(a) for a in sys.argv[1:4]]):
         os.execv(sys.executable, [sys.executable, "-m", "harness.worker", *map(str, (CHANNEL_FD, INPUT_FD, OUTPUT_FD))])
     chan = Channel(socket.socket(fileno=CHANNEL_FD))

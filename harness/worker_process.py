@@ -111,9 +111,11 @@ def view(candidate: Path, hidden: list[Path]) -> sandbox.View:
     return sandbox.View(masked=projects, visible=visible, hidden=hidden, chdir=HARNESS.parent)
 
 
-def writable(scratch: str) -> list[str]:
+def writable(scratch: str, ranks: int = 1) -> list[str]:
+    """What the worker may write (Landlock): its scratch folder and devices; a worker group's
+    ranks also /dev/shm (NCCL's buffers between processes: the sandbox's own, gone with it)."""
     dev = [str(p) for p in Path("/dev").glob("nvidia*")] + ["/dev/null", "/dev/zero", "/dev/full"]
-    return [scratch] + [d for d in dev if os.path.exists(d)]
+    return [scratch] + [d for d in dev if os.path.exists(d)] + (["/dev/shm"] if ranks > 1 else [])
 
 
 def environment(goals: Any, scratch: str) -> dict[str, str]:

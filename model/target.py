@@ -4,7 +4,8 @@ The harness knows nothing about VAEs: it loads the model, makes inputs, runs the
 counts FLOPs through these functions. Retarget the harness by writing another module with
 the same functions and pointing goals.json at it. `compare` is the target's gate. Optional:
 `frames` (without it run_experiment draws no quality strip), `flops` and `peak_probes` (the
-floor, harness/floor.py), `input_from_clip` and `render_clip` (make_latent's clips: model/clip.py).
+floor, harness/floor.py), `build_split` (the presets of several ranks), `input_from_clip` and
+`render_clip` (make_latent's clips: model/clip.py).
 """
 
 from __future__ import annotations
@@ -85,6 +86,15 @@ def reference(model: WanVAE, x: torch.Tensor) -> torch.Tensor:
 def output_shape(shape: list[int]) -> list[int]:
     b, _, t, h, w = shape
     return [b, 3, 1 + 4 * (t - 1), 16 * h, 16 * w]
+
+
+def build_split(build, model: WanVAE, example: torch.Tensor, group):
+    """A decode split in space across the ranks of `group` (integrations/split_decode.py): each
+    rank runs the candidate's own decoder (`build`) on its slab of the frame, the halo rows
+    exchanged; the video is gathered on rank 0, the others get None."""
+    from integrations.split_decode import build_split_decoder
+
+    return build_split_decoder(build, model, example, group=group)
 
 
 def input_from_clip(shape: list[int], clip: str | None, start_s: float | None, device: str,

@@ -18,7 +18,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from model import LATENT_MEAN, LATENT_STD, WanVAE
-from model.target import compare, frames, make_input, output_shape, reference  # noqa: F401 - the real target's
+from model.target import build_split, compare, frames, make_input, output_shape, reference  # noqa: F401 - the real target's
 from model.weights import synthetic_id, synthetic_state_dict
 
 DIMS = {"dim": 16, "dec_dim": 32}

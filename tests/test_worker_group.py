@@ -1,0 +1,141 @@
+"""A preset of several ranks measured by the harness (issue 27 items 3 and 4): a worker group of 2
+CPU processes (gloo) in one sandbox, the decode split in space (harness/worker_group.py,
+integrations/split_decode.py), on the narrow VAE (tests/narrow_vae: the real architecture).
+
+- run_experiment at `tiny-2ranks`: the baseline and the split candidate recorded, rows whose gpu
+  column names the 2 ranks, every output through the gate, the split on record; its largest
+  difference from the strict-fp32 one-process decode (border rows included) far below a seam's.
+- a rank that dies, or raises, while rank 0 is busy ends the call at once as a crash, and nothing
+  of the group is left running.
+- like with like: rows of one rank count are never the yardstick of another's.
+- a target that cannot split a call (the toy) cannot use such a preset: one clear line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import NARROW, REPO, TOY, make_vae_workspace, use
+from harness import _common, process, records, run_experiment
+from harness.session import Session
+
+PRESET = "tiny-2ranks"
+SEAM = 1e-2  # a slab border without the halo is off by 0.1 to 1.5 (tests/test_split_decode.py)
+
+
+@pytest.fixture(scope="module")
+def group_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The narrow VAE's workspace (goals.json as the repository's) with the 2-rank preset's assets."""
+    from harness import make_latent, make_reference
+
+    goals = json.loads((REPO / "goals.json").read_text())
+    ws = make_vae_workspace(tmp_path_factory.mktemp("group") / "ws", goals | {"adapter": "narrow_vae.target"})
+    (ws / "narrow_vae").symlink_to(NARROW, target_is_directory=True)
+    with use(ws):
+        make_latent.run(PRESET, mode="seeded", device="cpu")
+        make_reference.run(PRESET, device="cpu")
+    return ws
+
+
+def test_a_split_decode_is_measured_and_recorded(group_workspace: Path, capsys: pytest.CaptureFixture) -> None:
+    ws = group_workspace
+    with use(ws):
+        code = run_experiment.main(["--desc", "split in 2", "--preset", PRESET, "--device", "cpu", "--no-profile"])
+    assert code == 0, capsys.readouterr().out[-3000:]
+    base, cand = records.read_rows(ws / "results.tsv")
+    two = f"2x {_common.env_info('cpu')['gpu']}"
+    assert (base["status"], base["gpu"], base["preset"]) == ("baseline", two, PRESET)
+    assert "on one, the others idle" in base["desc"]  # the yardstick: fp32 eager on one rank
+    assert cand["gpu"] == two and cand["status"] in ("keep", "revert")  # measured and judged: every call passed
+    assert "2 ranks" in cand["sandbox"] and cand["sandbox"].startswith("bwrap")
+    facts = json.loads((ws / "records" / f"{cand['exp']}.json").read_text())["facts"]
+    assert facts["ranks"] == 2 and facts["peak_mem_of"] == "the largest of 2 ranks"
+    assert facts["floor_s"] is None and "a group of 2 ranks" in facts["floor_note"]
+    assert facts["info"]["split"] == {"ranks": 2, "axis": "height", "latent_slabs": [1, 1], "backend": "gloo"}
+    assert len(facts["checked"]) == facts["runs"] + facts["warmup_runs"]
+    # Every element of every call's video, the rows on both sides of the slab border among them,
+    # within 1e-3 of the strict-fp32 one-process decode: no seam (without the halo: over 0.1).
+    assert facts["max_abs"] < SEAM / 10, facts["max_abs"]
+
+
+RANK_1_FAILS = '''
+import os, signal, time
+import torch.distributed as dist
+import torch.nn.functional as F  # integrations/split_decode.py reaches the convs through the module's F
+
+
+def build_decoder(model, example):
+    def forward_fn(z):
+        if dist.get_rank() == 1:
+            {failure}
+        time.sleep(600)  # rank 0 busy: only the group's watch can end this call soon
+    return forward_fn, {{}}
+'''
+
+
+@pytest.mark.parametrize("failure, says", [
+    ("os.kill(os.getpid(), signal.SIGKILL)", "rank 1 was killed by signal 9"),
+    ("raise RuntimeError('rank 1 gives up')", "rank 1: candidate raised RuntimeError: rank 1 gives up"),
+])
+def test_a_rank_that_fails_ends_the_call_as_a_crash(group_workspace: Path, tmp_path: Path, failure: str,
+                                                    says: str) -> None:
+    cand = tmp_path / "optimize.py"
+    cand.write_text(RANK_1_FAILS.format(failure=failure))
+    t0 = time.monotonic()
+    with use(group_workspace), Session(cand, PRESET, "cpu", timeout=60) as s:
+        facts = s.measure()
+    assert time.monotonic() - t0 < 30, "the group hung until the call's timeout"
+    assert facts["status"] == "crash" and says in facts["reason"], facts["reason"]
+    assert process.descendants(os.getpid())[1:] == [], "a rank outlived its group"
+
+
+def test_rows_of_other_rank_counts_are_never_the_yardstick() -> None:
+    """records.py matches keepers by (preset, gpu), and a group's gpu names its rank count: a
+    faster 2-rank keeper never judges a 1-rank candidate, nor the other way round, even under one
+    preset name (a goals.json that changed a preset's ranks)."""
+    one, two = _common.env_info("cpu")["gpu"], _common.env_info("cpu", ranks=2)["gpu"]
+    assert two == f"2x {one}" and _common.on_cpu(one) and _common.on_cpu(two)
+
+    def row(exp: str, status: str, preset: str, gpu: str, metric: float) -> dict[str, str]:
+        return {"exp": exp, "status": status, "preset": preset, "gpu": gpu, "metric": str(metric),
+                "median_s": str(metric), "candidate_sha": exp}
+
+    rows = [row("e001", "baseline", "tiny", one, 1.0), row("e002", "keep", "tiny", one, 0.5),
+            row("e003", "baseline", "tiny", two, 0.9), row("e004", "keep", "tiny", two, 0.1),
+            row("e005", "baseline", PRESET, two, 0.8), row("e006", "keep", PRESET, two, 0.05)]
+    for preset, gpu, base, best in (("tiny", one, "e001", "e002"), ("tiny", two, "e003", "e004"),
+                                    (PRESET, two, "e005", "e006")):
+        assert records.baseline_row(rows, preset, gpu)["exp"] == base
+        assert records.best_row(rows, preset, gpu)["exp"] == records.current_row(rows, preset, gpu)["exp"] == best
+    assert records.baseline_row(rows, PRESET, one) is None  # no 1-rank rows there: a first run, a baseline of its own
+
+
+def test_a_group_holds_the_lock_of_each_of_its_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2-rank measurement holds both its GPUs' locks (runs/device_<i>.lock): a measurement on
+    either waits; one on the next GPU goes ahead."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,4")
+    with use(tmp_path), run_experiment.device_lock(2):
+        runs = tmp_path / "runs"
+        assert all(isinstance(records.lock_file(runs / f"device_{i}.lock", wait=False), str) for i in (2, 3))
+        free = records.lock_file(runs / "device_4.lock", wait=False)
+        assert not isinstance(free, str)
+        free.close()
+
+
+def test_a_preset_of_ranks_needs_a_target_that_splits(tmp_path: Path) -> None:
+    """The toy's adapter has no build_split: a preset of 2 ranks is a setup error before anything
+    starts, and a preset's ranks must be a whole number >= 1."""
+    goals = json.loads((TOY / "goals.json").read_text())
+    for ranks, says in ((2, "has no build_split to run a call across them"), (0, "not a whole number >= 1")):
+        ws = tmp_path / f"ranks{ranks}"
+        ws.mkdir()
+        (ws / "toymodel").symlink_to(TOY / "toymodel", target_is_directory=True)
+        goals["presets"]["tiny-2ranks"] = {**goals["presets"]["tiny"], "ranks": ranks}
+        (ws / "goals.json").write_text(json.dumps(goals))
+        with use(ws), pytest.raises(_common.SetupError, match=says):
+            Session(None, "tiny-2ranks", "cpu")
