@@ -151,7 +151,11 @@ class Worker:
 
     def flops(self) -> dict[str, Any]:
         """One call under torch's FLOP counter. The counter cannot follow every op (it refuses some
-        attention shapes); then the call runs again without it and the count is left out."""
+        attention shapes); then the call runs again without it and the count is left out. A worker
+        group's ranks make one plain call: a counter failing on one rank only would have that rank
+        call again alone, and the group would hang in its next collective."""
+        if self.group is not None:
+            return {**self.call(), "flops_error": "not counted in a worker group"}
         counter = flop_counter()
         try:
             with counter:

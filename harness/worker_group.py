@@ -15,7 +15,7 @@ They run the same handler on a scratch input of the input's shape: the real inpu
 only inside the call, from rank 0 (the target's build_split decides how), after the harness
 handed it over and started its clock. Their output is dropped. Rank 0 says "done" only once
 every rank has answered, so the clock covers the whole group. Their peak memory is reported as
-the largest over the ranks, their FLOPs as the sum; a profile is rank 0's.
+the largest over the ranks; a profile is rank 0's; FLOPs are not counted (harness/worker.py flops).
 
 A rank that fails takes the group down: it prints why and exits; rank 0 watches every rank and
 exits at once when one is gone (in the sandbox it is the namespace's first process, so every
@@ -109,16 +109,11 @@ class Group:
 
 
 def merged(op: str, mine: dict[str, Any], theirs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rank 0's reply, but for the group's peak memory (the largest of any rank) and FLOPs (the sum)."""
+    """Rank 0's reply, but for the group's peak memory: the largest of any rank."""
     every = [mine, *theirs]
     if op == "memory":
         peaks = [r["peak_mem_gb"] for r in every if isinstance(r.get("peak_mem_gb"), (int, float))]
         return {**mine, "peak_mem_gb": max(peaks, default=None)}
-    if op == "flops" and "flops" in mine:
-        if all(isinstance(r.get("flops"), (int, float)) for r in every):
-            return {**mine, "flops": sum(r["flops"] for r in every)}
-        rest = {k: v for k, v in mine.items() if k != "flops"}
-        return {**rest, "flops_error": "another rank could not count its FLOPs"}
     return mine
 
 

@@ -63,6 +63,19 @@ def test_a_split_decode_is_measured_and_recorded(group_workspace: Path, capsys: 
     assert facts["max_abs"] < SEAM / 10, facts["max_abs"]
 
 
+def test_a_keepers_profile_counts_no_flops_and_the_group_stays_in_step(group_workspace: Path) -> None:
+    """A keeper's profile: one profiled call, then the FLOP count, each checked; in a group the
+    count is one plain call on every rank (a counter failing on one rank alone would have that
+    rank call again alone, and the group would hang), said so, and the ranks stay in step."""
+    with use(group_workspace), Session(None, PRESET, "cpu", timeout=60) as s:
+        facts = s.measure()
+        assert facts["passed"], facts["reason"]
+        assert s.profile(facts) is not None, facts["reason"]
+        assert facts["executed_flops"] is None and "worker group" in facts["executed_flops_error"]
+        assert s.count_flops(facts) and facts["passed"], facts["reason"]  # the group answers again
+        assert len(facts["checked"]) == facts["runs"] + facts["warmup_runs"] + 3
+
+
 RANK_1_FAILS = '''
 import os, signal, time
 import torch.distributed as dist
