@@ -43,6 +43,7 @@ import torch
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import _common  # noqa: E402
 from harness.goals import as_goals  # noqa: E402
+from harness.locks import device_lock  # noqa: E402
 
 UNITS = {"flops": "TFLOP/s", "bytes": "TB/s"}  # the probes' rates, printed in these (x 1e12)
 SEEN = 0.5  # an executed count under half the nominal FLOPs missed kernels torch cannot see
@@ -260,8 +261,6 @@ def main(argv: list[str] | None = None) -> int:
             _common.emit([f"stop rule on {gpu} [{preset}], best row {exp}: {verdict_text}"]
                    + [f"  - {w}" for w in why], {"stop": stop, "best": exp, "reasons": why})
             return 0
-        from harness.run_experiment import device_lock  # lazy: run_experiment imports this module
-
         # A probe beside a measurement on the same GPU would store low rates for good (a floor
         # too high, a stop too easy): it waits for the device as a measurement does.
         with device_lock():

@@ -33,9 +33,7 @@ Tamper check: the frozen files (harness/, model/, goals.json) are hashed before 
 change during the run voids it (status `tampered`, nothing kept or committed). A run refuses to
 start when the frozen files differ from the baseline's.
 
-Locks (runs/). run_experiment.lock: one experiment or one wave (harness/wave.py) per checkout; a
-second refuses at once. device_<i>.lock: whoever measures on GPU i (CUDA_VISIBLE_DEVICES's first
-entry, else 0; a preset of N ranks: the first N) holds it, and a second measurement there waits.
+Locks (runs/; harness/locks.py): one experiment or wave per checkout, one measurement per GPU;
 records.lock: held by apply from reading results.tsv to the last write, so writers that finish
 together stay whole.
 
@@ -55,7 +53,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import json
 import os
 import re
@@ -64,13 +61,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import _common  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
+from harness.locks import acquire_lock, device_lock, device_slot  # noqa: E402
 from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
 from harness.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
 from harness.records import Refused  # noqa: E402
@@ -90,43 +88,6 @@ def metric_of(facts: dict[str, Any], goals: dict[str, Any], preset: str) -> tupl
 
 
 rerun_of = keep_rule.rerun_of
-
-
-def acquire_lock() -> Any:
-    """One experiment (or one wave, harness/wave.py) at a time per checkout: a second one refuses
-    at once instead of measuring beside the first (both numbers would be wrong)."""
-    f = records.lock_file(_common.root() / "runs" / "run_experiment.lock", wait=False)
-    if isinstance(f, str):
-        raise Refused(f"another experiment is running in this checkout ({f}); wait for it to finish")
-    return f
-
-
-def device_slots(gpus: int = 1) -> list[str]:
-    """The GPUs this process measures on, as the wave names them: CUDA_VISIBLE_DEVICES's first
-    `gpus` entries (a wave member's), else 0.. (torch's numbering). On a CPU a wave gives each
-    member a slot too."""
-    listed = [re.sub(r"[^\w-]", "", s) for s in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")]
-    return ([s for s in listed if s] or [str(i) for i in range(gpus)])[:gpus]
-
-
-def device_slot() -> str:
-    return device_slots()[0]
-
-
-@contextlib.contextmanager
-def device_lock(gpus: int = 1) -> Iterator[None]:
-    """Two measurements never share a GPU: whoever measures holds runs/device_<slot>.lock of each
-    GPU it uses (a preset of several ranks: one a rank), and a second measurement on one of them
-    waits for it (a wave's members queue this way). Taken in one order, so two never deadlock."""
-    with contextlib.ExitStack() as held:
-        for slot in sorted(device_slots(gpus)):
-            path = _common.root() / "runs" / f"device_{slot}.lock"
-            f = records.lock_file(path, wait=False)
-            if isinstance(f, str):
-                print(f"run_experiment: GPU {slot} is measuring ({f}); waiting for it", file=sys.stderr)
-                f = records.lock_file(path, wait=True)
-            held.enter_context(f)
-        yield
 
 
 # --- the measuring half ------------------------------------------------------------------------

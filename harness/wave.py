@@ -48,7 +48,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import _common  # noqa: E402
 from harness import records  # noqa: E402
-from harness import run_experiment  # noqa: E402
+from harness import locks, run_experiment  # noqa: E402
 from harness import process  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         goals = _common.load_goals()
         if a.repeat < 1:
             raise run_experiment.Refused("--repeat must be at least 1")
-        lock = run_experiment.acquire_lock()
+        lock = locks.acquire_lock()
         try:
             return run_wave(a, goals)
         finally:
