@@ -129,8 +129,11 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     ws = make_toy(tmp_path / "toy", git=True)
     (ws / "optimize.py").write_text(candidate(0.0, build="    import time; time.sleep(60)\n"))
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
+    # SIGINT at its default, as a terminal's shell starts a command: a pytest started in the
+    # background by a script ignores SIGINT, and a Python started so never raises KeyboardInterrupt.
     p = subprocess.Popen([sys.executable, str(ws / "harness" / "run_experiment.py"), "--desc", "x"], cwd=ws, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lock = ws / "runs" / "device_0.lock"
     deadline = time.monotonic() + 120
     while not (lock.is_file() and lock.read_text()) and time.monotonic() < deadline:
