@@ -61,8 +61,11 @@ def test_the_same_code_in_a_lucky_moment_is_not_kept(first_keeper: Path, tmp_pat
     (ws / "optimize.py").write_text(scaled(0.5, " (the same code, another comment)"))
     rc, f, out = run(ws, "--desc", "same code, lucky moment", "--no-profile", speed=NORMAL / 2)
     assert rc == 0 and f["status"] == "revert", out
-    assert "inside the noise" in f["verdict"] and "CI" in f["verdict"], f["verdict"]
-    assert "reverted: difference" in out and "alternating pairs" in out
+    # Either wording says the gain is not beyond the noise: "inside the noise" when the pairs
+    # fall on both sides of zero, "not surely beyond the 1% noise threshold" when all six came out
+    # faster by chance (one run in 64, seen once).
+    assert "inside the noise" in f["verdict"] or "not surely beyond" in f["verdict"], f["verdict"]
+    assert "CI" in f["verdict"] and "alternating pairs" in out
 
 
 def test_a_keeper_with_a_wide_spread_blocks_no_later_keep(first_keeper: Path, tmp_path: Path) -> None:
