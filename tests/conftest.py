@@ -42,6 +42,12 @@ if str(REPO) not in sys.path:
 GOALS_ENV = "AUTO_OPTIM_GOALS"  # harness/_common.py's GOALS_ENV, without importing torch here
 # The record-signing key (harness/signing.py) of this test run: never the person's own.
 os.environ["AUTO_OPTIM_KEY_DIR"] = tempfile.mkdtemp(prefix="auto-optim-test-key-")
+# torch's OpenMP threads sleep when they run out of work instead of spinning for it first (GNU
+# OpenMP's default): the suite runs two pytest workers (and their harness processes and sandboxed
+# workers) on two cores, where a spinning thread burns a core another process was waiting for.
+# Set before any process of the run imports torch; every process started from here (the workers
+# too: harness/worker_process.py passes OMP_*) inherits it. Set it yourself to override.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # The fixtures that hold (or make a process hold) the full-width VAE's weights: 2.2-2.8 GB.
 FULL_WIDTH = {"vae", "workspace"}
 

@@ -30,6 +30,7 @@ import pytest
 
 from conftest import make_toy, use
 from harness.session import Session
+from test_run_experiment import run_here
 
 REPO = Path(__file__).resolve().parent.parent
 CHEATERS = Path(__file__).resolve().parent / "cheaters"
@@ -177,9 +178,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws = make_toy(tmp_path_factory.mktemp("isolation") / "ws")
     slow = ws.parent / "slow_honest.py"
     slow.write_text(SLOW_HONEST)
-    r = experiment(ws, slow, "template baseline")
-    assert r.returncode == 0 and [row["status"] for row in rows(ws)] == ["baseline", "revert"], \
-        (r.stdout + r.stderr)[-2000:]
+    # run_experiment's main in this process (no interpreter start): an honest candidate only sets
+    # the stage; each test's experiments run as harness processes of their own.
+    rc, _, out = run_here(ws, "--desc", "template baseline", "--candidate", str(slow), "--device", "cpu",
+                          delay=BASELINE_DELAY_S)
+    assert rc == 0 and [row["status"] for row in rows(ws)] == ["baseline", "revert"], out[-2000:]
     return ws
 
 

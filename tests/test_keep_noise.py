@@ -8,24 +8,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import make_toy, use
 from harness import records as R
+from test_run_experiment import run_here
 
 NORMAL = 0.4
 
 
-def run(ws: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict, str]:
-    """`python harness/run_experiment.py ARGS` at the machine speed TOY_DELAY_S (env)."""
-    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(NORMAL), **(env or {})}
-    p = subprocess.run([sys.executable, str(ws / "harness" / "run_experiment.py"), *args], cwd=ws, env=env,
-                       capture_output=True, text=True, timeout=300)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
+def run(ws: Path, *args: str, speed: float = NORMAL) -> tuple[int, dict, str]:
+    """run_experiment at the machine speed TOY_DELAY_S=`speed`, in this process (run_here: what is
+    tested here is the keep rule; the workers that measure are processes of their own, which read
+    TOY_DELAY_S, as always). The command line runs in test_run_experiment.py and test_first_result.py."""
+    return run_here(ws, *args, delay=speed)
 
 
 def scaled(share: float, note: str = "") -> str:
@@ -35,8 +35,11 @@ def scaled(share: float, note: str = "") -> str:
             f'    def forward_fn(x):\n        return model(x)\n\n    return forward_fn, {{"share": {share}}}\n')
 
 
-def first_run(tmp_path: Path) -> Path:
-    ws = make_toy(tmp_path / "toy", git=True)
+@pytest.fixture(scope="module")
+def first_keeper(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first run, once for the module: the baseline (e001), then optimize.py at half the frozen
+    model's time, kept (e002). Never written to: each test works in a copy (first_run)."""
+    ws = make_toy(tmp_path_factory.mktemp("keep_noise") / "toy", git=True)
     (ws / "optimize.py").write_text(scaled(0.5))
     subprocess.run(["git", "commit", "-qam", "half"], cwd=ws, check=True)
     rc, f, out = run(ws, "--desc", "first run", "--no-profile")
@@ -44,23 +47,32 @@ def first_run(tmp_path: Path) -> Path:
     return ws
 
 
-def test_the_same_code_in_a_lucky_moment_is_not_kept(tmp_path: Path) -> None:
+def first_run(first_keeper: Path, tmp_path: Path) -> Path:
+    """A copy of the first run's workspace (its git history, records and results) for one test."""
+    assert [r["status"] for r in R.read_rows(first_keeper / "results.tsv")] == ["baseline", "keep"]  # as made
+    return shutil.copytree(first_keeper, tmp_path / "toy", symlinks=True)
+
+
+def test_the_same_code_in_a_lucky_moment_is_not_kept(first_keeper: Path, tmp_path: Path) -> None:
     """The keeper's code again (another comment, so not a re-run), measured while the machine runs
     twice as fast: judged against the keeper's recorded median it looked 2x faster and was kept;
     measured beside the keeper, in the same moment, it is the same speed and is reverted."""
-    ws = first_run(tmp_path)
+    ws = first_run(first_keeper, tmp_path)
     (ws / "optimize.py").write_text(scaled(0.5, " (the same code, another comment)"))
-    rc, f, out = run(ws, "--desc", "same code, lucky moment", "--no-profile", env={"TOY_DELAY_S": str(NORMAL / 2)})
+    rc, f, out = run(ws, "--desc", "same code, lucky moment", "--no-profile", speed=NORMAL / 2)
     assert rc == 0 and f["status"] == "revert", out
-    assert "inside the noise" in f["verdict"] and "CI" in f["verdict"], f["verdict"]
-    assert "reverted: difference" in out and "alternating pairs" in out
+    # Either wording says the gain is not beyond the noise: "inside the noise" when the pairs
+    # fall on both sides of zero, "not surely beyond the 1% noise threshold" when all six came out
+    # faster by chance (one run in 64, seen once).
+    assert "inside the noise" in f["verdict"] or "not surely beyond" in f["verdict"], f["verdict"]
+    assert "CI" in f["verdict"] and "alternating pairs" in out
 
 
-def test_a_keeper_with_a_wide_spread_blocks_no_later_keep(tmp_path: Path) -> None:
+def test_a_keeper_with_a_wide_spread_blocks_no_later_keep(first_keeper: Path, tmp_path: Path) -> None:
     """The keeper's timed calls once spread 3.38 s (issue 24's CPU keeper): a later candidate had to
     beat it by more than that, so nothing faster could ever be kept. Now the keeper is timed again
     beside the candidate and its old spread plays no part."""
-    ws = first_run(tmp_path)
+    ws = first_run(first_keeper, tmp_path)
     tsv = ws / "results.tsv"
     lines = tsv.read_text().splitlines(keepends=True)
     cells = lines[2].split("\t")
@@ -91,7 +103,7 @@ def test_a_keeper_that_slows_down_later_carries_no_candidate(tmp_path: Path) -> 
     assert rc == 0 and f["status"] == "keep", out
     (ws / "optimize.py").write_text(scaled(0.5, " (the keeper's honest speed, no bomb)"))
     rc, f, out = run(ws, "--desc", "no faster than the keeper was", "--no-profile",
-                     env={"TOY_DELAY_S": str(NORMAL * 1.02)})
+                     speed=NORMAL * 1.02)
     assert rc == 0 and f["status"] == "revert", out
     assert "slower beside it than on its own row" in f["verdict"], f["verdict"]
 

@@ -2,6 +2,9 @@
 git's last commit hold is refused with one line, and `records.py restore` puts every row back; a
 cut-off row is refused with its line number; a record file is never written over; Ctrl-C is one
 line and exit 130.
+
+The experiments run in this process (test_run_experiment.run_here: the same main, its workers
+processes of their own), but for Ctrl-C's, which goes to a command line's process group.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 from conftest import make_toy, use
 from harness import _common as C
 from harness import records as R
-from test_run_experiment import SLOW, candidate, git, run, run_here
+from test_run_experiment import SLOW, candidate, git, run_here
 
 LEGACY_ROW = ["e001", "abc", "t", "old", "baseline", "2.0", "0.1", "54.0", "0.02", "1.0", "H100", "full", "synthetic",
               "ffff", "aaaa", "torch"]
@@ -36,7 +39,7 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
     (ws / "optimize.py").write_text(candidate(SLOW))
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "slow"], cwd=ws, check=True)
     # A baseline (committed with its record) and a slower candidate: a revert, whose row is not committed.
-    rc, f, out = run(ws, "--desc", "first run", "--no-profile")
+    rc, f, out = run_here(ws, "--desc", "first run", "--no-profile")
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "revert", out  # measured and recorded: 0
     results = ws / "results.tsv"
     full = results.read_text()
@@ -66,7 +69,7 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
         assert R.restore() == ["e001", "e002"]
         assert R.restore() == []
     assert results.read_text() == full
-    rc, f, out = run(ws, "--desc", "after the restore", "--no-profile")
+    rc, f, out = run_here(ws, "--desc", "after the restore", "--no-profile")
     assert rc == 0 and f["exp"] == "e003", out
 
 
@@ -109,7 +112,7 @@ def test_apply_refuses_to_write_over_a_stray_record(tmp_path: Path) -> None:
     from harness import run_experiment
 
     ws = make_toy(tmp_path / "toy", git=True)
-    rc, f, out = run(ws, "--desc", "first run", "--no-profile")
+    rc, f, out = run_here(ws, "--desc", "first run", "--no-profile")
     assert rc == 0, out
     stray = ws / "profiles" / "e003.md"  # e001 baseline, e002 the candidate: the next is e003
     stray.parent.mkdir(exist_ok=True)
@@ -126,8 +129,11 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     ws = make_toy(tmp_path / "toy", git=True)
     (ws / "optimize.py").write_text(candidate(0.0, build="    import time; time.sleep(60)\n"))
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
+    # SIGINT at its default, as a terminal's shell starts a command: a pytest started in the
+    # background by a script ignores SIGINT, and a Python started so never raises KeyboardInterrupt.
     p = subprocess.Popen([sys.executable, str(ws / "harness" / "run_experiment.py"), "--desc", "x"], cwd=ws, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lock = ws / "runs" / "device_0.lock"
     deadline = time.monotonic() + 120
     while not (lock.is_file() and lock.read_text()) and time.monotonic() < deadline:
@@ -159,6 +165,6 @@ def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
     assert not (ws / "results.tsv").exists() and not (ws / "records").exists()
     subprocess.run(["git", "add", "targets"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "target toy"], cwd=repo, check=True)
-    rc, f, out = run(ws, "--desc", "x", "--no-profile")
+    rc, f, out = run_here(ws, "--desc", "x", "--no-profile")
     assert rc == 0 and [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "revert"], out
     assert "optimize.py is already the version committed with e001" in out, out  # git show worked

@@ -45,3 +45,20 @@ def test_toy_target_end_to_end(tmp_path: Path) -> None:
     (ws / "bad.py").write_text("def build_decoder(model, x0):\n    return (lambda x: model(x) * 0.9), {}\n")
     rc, f, err = cli("harness/verify.py", "--device", "cpu", "--candidate", "bad.py")
     assert rc == 1 and not f["passed"] and ("PSNR" in f["reason"] or "max abs" in f["reason"]), f
+
+
+def test_toy_flops_formula_matches_torchs_counter() -> None:
+    """The toy adapter gives its FLOPs by formula (cheap in every harness process); torch's
+    counter, on the model itself, must agree for each preset's shape and an odd one."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from toy_target.toymodel import target
+
+    shapes = [p["input_shape"] for p in json.loads((TOY / "goals.json").read_text())["presets"].values()]
+    for shape in [*shapes, [2, 4, 5, 3, 7]]:
+        with torch.device("meta"):
+            model, x = target.Toy(), torch.empty(*shape)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            model(x)
+        assert target.flops(shape) == counter.get_total_flops() > 0, shape

@@ -43,13 +43,14 @@ def run(ws: Path, *args: str) -> tuple[int, dict, str]:
     return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
 
 
-def run_here(ws: Path, *args: str) -> tuple[int, dict, str]:
+def run_here(ws: Path, *args: str, delay: float = DELAY) -> tuple[int, dict, str]:
     """run(), as run_experiment.main in this process: the same code and the same three answers
     without an interpreter start per run (the worker that measures is still a process of its own,
-    and the toy model reads TOY_DELAY_S there). For workspaces whose harness/ is this checkout's."""
+    and the toy model reads TOY_DELAY_S, `delay`, there). For workspaces whose harness/ is this
+    checkout's."""
     out, err = io.StringIO(), io.StringIO()
     saved = os.environ.get("TOY_DELAY_S")
-    os.environ["TOY_DELAY_S"] = str(DELAY)
+    os.environ["TOY_DELAY_S"] = str(delay)
     try:
         with use(ws), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = run_experiment.main(list(args))
