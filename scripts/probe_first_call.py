@@ -36,10 +36,10 @@ def one_case(benchmark: bool, candidate: str, limit: int | None = None) -> dict[
     sys.path.insert(0, str(REPO))
     import torch
 
-    from harness import _common as C
+    from harness import _common
 
-    goals = C.load_goals()
-    adapter = C.load_adapter(goals)
+    goals = _common.load_goals()
+    adapter = _common.load_adapter(goals)
     shape = goals["presets"]["full"]["input_shape"]
     compiled = {"n": 0, "s": 0.0, "each": []}
     try:  # count Triton's compiles: its JIT binds triton.compiler.compile when a kernel first runs
