@@ -353,7 +353,8 @@ def test_the_agent_cannot_fake_the_record(trust_scratch):
                    f"{run} --desc x --unsandboxed", f"{run} --desc x --rebaseline",
                    "python harness/wave.py --unsandboxed candidates/a.py"]
     writes = [str(root / p) for p in ("records/e001.json", "targets/llm-decode/goals.json", "targets/llm-decode/records/e001.json",
-                                      "AGENTS.md", "program.md", ".venv/lib/sitecustomize.py", "runs/run_experiment.lock")]
+                                      "AGENTS.md", "program.md", ".venv/lib/sitecustomize.py", "runs/run_experiment.lock",
+                                      "integrations/wan_dropin.py", "experiments/next.plan")]
     tools = ["CronCreate", "EnterWorktree", "Monitor", "Workflow"]
     opt = str(root / "optimize.py")
     main = [
