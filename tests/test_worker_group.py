@@ -25,6 +25,7 @@ from harness import _common, process, records, run_experiment
 from harness.session import Session
 
 PRESET = "tiny-2ranks"
+CHEATERS = REPO / "tests" / "cheaters"
 SEAM = 1e-2  # a slab border without the halo is off by 0.1 to 1.5 (tests/test_split_decode.py)
 
 
@@ -105,6 +106,23 @@ def test_a_rank_that_fails_ends_the_call_as_a_crash(group_workspace: Path, tmp_p
     assert time.monotonic() - t0 < 30, "the group hung until the call's timeout"
     assert facts["status"] == "crash" and says in facts["reason"], facts["reason"]
     assert process.descendants(os.getpid())[1:] == [], "a rank outlived its group"
+
+
+@pytest.mark.parametrize("unsandboxed", [False, True])
+def test_no_rank_can_read_the_reference(group_workspace: Path, unsandboxed: bool) -> None:
+    """tests/cheaters/rank_reads_reference.py: rank 1, a process rank 0 started, reads the
+    reference and hands it to rank 0. In the sandbox every rank sees the project without its
+    references: the build is a crash naming rank 1's failed read. Without it (--unsandboxed, a
+    person's choice) the read succeeds and only the gate's fresh inputs stop the copy: the walls
+    around the ranks are what refuse the read."""
+    with use(group_workspace), Session(CHEATERS / "rank_reads_reference.py", PRESET, "cpu", timeout=60,
+                                       unsandboxed=unsandboxed) as s:
+        facts = s.measure()
+    if unsandboxed:
+        assert facts["status"] == "gate_fail", facts["reason"]  # built: rank 1 read the reference
+    else:
+        assert facts["status"] == "crash" and "rank 1" in facts["reason"], facts["reason"]
+        assert "FileNotFoundError" in facts["reason"] or "PermissionError" in facts["reason"], facts["reason"]
 
 
 def test_rows_of_other_rank_counts_are_never_the_yardstick() -> None:
