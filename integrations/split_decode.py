@@ -188,8 +188,8 @@ class HaloExchange:
         """The whole tensor on the root rank (group rank) from every rank's slab x; None elsewhere."""
         split, axis = self.split, self.split.axis
         scale = split.scale(x)
-        if split.rank != root:
-            dist.send(x.contiguous(), dist.get_global_rank(self.group, root), group=self.group)
+        if split.rank != root:  # batched like the root's receives (see _p2p)
+            _p2p([dist.P2POp(dist.isend, x.contiguous(), dist.get_global_rank(self.group, root), self.group)])
             return None
         shape = list(x.shape)
         shape[axis] = scale * sum(split.sizes)
@@ -201,12 +201,20 @@ class HaloExchange:
             shape[axis] = scale * size
             parts[r] = torch.empty(shape, dtype=x.dtype, device=x.device)
             ops.append(dist.P2POp(dist.irecv, parts[r], dist.get_global_rank(self.group, r), self.group))
-        for request in dist.batch_isend_irecv(ops) if ops else []:
-            request.wait()
+        _p2p(ops)
         parts[root] = x
         for r, size in enumerate(split.sizes):
             out.narrow(axis, scale * split.start(r), scale * size).copy_(parts[r])
         return out
+
+
+def _p2p(ops: list[dist.P2POp]) -> None:
+    """Run point-to-point ops and wait for them. Every send and receive of a split decode goes
+    through dist.batch_isend_irecv, on both sides: under NCCL's lazy start (init_process_group
+    without a device_id) a plain dist.send opens a 2-rank communicator of its own, which a peer's
+    batched receive never joins, and both wait for ever (session 13, the first harness row on 2 H100s)."""
+    for request in dist.batch_isend_irecv(ops) if ops else []:
+        request.wait()
 
 
 class _SplitFunctional:

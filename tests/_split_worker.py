@@ -34,7 +34,15 @@ def load_optimize():
     return module
 
 
+def no_unbatched_p2p(*_: object, **__: object) -> None:
+    """dist.send / dist.recv, refused here: under NCCL's lazy start such a call opens a 2-rank
+    communicator of its own that a peer's batched op never joins, and both ranks hang (gloo would
+    not show it): a split decode batches every point-to-point op (split_decode._p2p)."""
+    raise AssertionError("an unbatched dist.send/recv in the split decode: NCCL would hang on it")
+
+
 def main() -> None:
+    dist.send = dist.recv = no_unbatched_p2p
     rank, world, store, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     shape = [int(s) for s in sys.argv[5].split(",")]
     torch.set_num_threads(1)  # 2 to 4 ranks share the CI machine's cores
