@@ -44,11 +44,13 @@ def started(keeper: Path, candidate: Path, preset: str, device: str, **options: 
         k.__exit__(None, None, None)
 
 
-def measure_pair(keeper: Session, candidate: Session, pairs: int,
-                 want_frame: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bool = False,
+                 keeper_in_full: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """Measure both with `pairs` timed calls each, alternating. The candidate's facts get "paired":
     the keeper's timed calls beside its own. A keeper that fails leaves the candidate measured alone
-    (its facts say why in "paired_error")."""
+    (its facts say why in "paired_error"). A candidate that fails ends the pairs, unless the
+    keeper's own figures are wanted (keeper_in_full: a first run's baseline, recorded as a row):
+    its calls then go on alone, its rival's worker already gone (Measuring.fail)."""
     both = (keeper, candidate)
     facts: dict[Session, dict[str, Any]] = {}
     for s in both:  # built one at a time, the other one frozen
@@ -61,15 +63,15 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int,
             if facts[s]["status"] != "measured":
                 continue
             _only(s, both)
-            if last not in (None, s) and facts[last]["status"] == "measured" and \
-                    not busy.wait_idle(s.device, s.timeouts["call_s"]):
+            if last not in (None, s) and not busy.wait_idle(s.device, s.timeouts["call_s"]) \
+                    and facts[last]["status"] == "measured":
                 last.fail(facts[last], "gate_fail", f"the GPU was still busy {s.timeouts['call_s']:.0f} s after its "
                           "call had returned: work left running after 'done'")
-                if last is candidate:
+                if last is candidate and not keeper_in_full:
                     break
             s.timed_call(facts[s])
             last = s
-        if facts[candidate]["status"] != "measured":
+        if facts[candidate]["status"] != "measured" and not keeper_in_full:
             break
     for s in both:
         s.resume()

@@ -113,8 +113,11 @@ class Measuring:
         return facts
 
     def fail(self, facts: dict[str, Any], status: str, reason: str) -> None:
+        """Record the failure and stop the worker now: what it left running (a kernel, a collective
+        that never ends) must not run beside a rival's timed call (harness/alternate.py)."""
         facts.update(status=status, reason=replies.one_line(reason, 500))
         self._todo = []
+        self.stop_worker()
 
     def _guarded(self, facts: dict[str, Any], step) -> bool:
         try:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -108,10 +108,11 @@ def _kill(pids: Iterable[int]) -> None:
             pass
 
 
-def kill_tree(proc: subprocess.Popen) -> None:
-    """Kill a process, its process group and every orphan this process adopted from it."""
+def kill_tree(proc: subprocess.Popen, spare: Collection[int] = ()) -> None:
+    """Kill a process, its process group and every orphan this process adopted from it: every child
+    of this process but those in `spare` (other workers still in use: harness/alternate.py's rival)."""
     for _ in range(KILL_ROUNDS):
-        victims = ([proc.pid] if proc.poll() is None else []) + [p for p in children() if p != proc.pid]
+        victims = ([proc.pid] if proc.poll() is None else []) + [p for p in children() if p != proc.pid and p not in spare]
         if not victims:
             return
         _kill(victims)

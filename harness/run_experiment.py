@@ -199,7 +199,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                 fill(recs[-1], s, s.measure(want_frame=True))
             return recs
         with started(keeper, cand, preset, device, **options) as (k, s):
-            kf, cf = measure_pair(k, s, pairs(goals, preset, s), want_frame=True)
+            kf, cf = measure_pair(k, s, pairs(goals, preset, s), want_frame=True, keeper_in_full=first)
             if first:
                 fill(recs[0], k, kf)
                 if not kf["passed"]:

@@ -178,10 +178,7 @@ class Session(Measuring):
         return worker_process.view(self.candidate, self._hidden())
 
     def __exit__(self, *exc: Any) -> None:
-        if self.worker is not None:
-            self.resume()  # a worker stopped beside another (alternate.py) must hear "exit"
-            self.worker.close()
-            self.worker = None
+        self.stop_worker()
         for b in self.buffers:
             b.close()
         self.buffers = []
@@ -269,6 +266,13 @@ class Session(Measuring):
             ref = self.adapter.reference_for_output(self.frozen_model, x, self.private_out)
         _common.sync(self.device)
         return ref
+
+    def stop_worker(self) -> None:
+        """End the worker and everything it started (at the end, or at once after a failure)."""
+        if self.worker is not None:
+            self.resume()  # a worker stopped beside another (alternate.py) must hear "exit"
+            self.worker.close()
+            self.worker = None
 
     def pause(self) -> None:
         """Freeze the worker and all it started (while another worker is timed: alternate.py)."""

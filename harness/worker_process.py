@@ -26,6 +26,9 @@ WORKER_ENV_PREFIXES = ("LC_", "CUDA_", "CUDNN_", "CUBLAS", "NCCL_", "TORCH", "PY
                        "OMP_", "MKL_", "OPENBLAS_", "KMP_")
 
 
+LIVE: set[int] = set()  # this process's workers not yet closed (pids of their outermost processes)
+
+
 class Failed(Exception):
     """The candidate failed: `status` is gate_fail, crash or timeout; the message is one line."""
 
@@ -51,6 +54,7 @@ class WorkerProcess:
         child.close()
         for fd in extra:
             os.close(fd)
+        LIVE.add(self.proc.pid)
         self.tail = Tail(self.proc.stdout)
         self.chan = Channel(parent)
         try:
@@ -92,7 +96,8 @@ class WorkerProcess:
             self.proc.wait(timeout=5)
         except (ChannelClosed, subprocess.TimeoutExpired):
             pass
-        kill_tree(self.proc)
+        LIVE.discard(self.proc.pid)
+        kill_tree(self.proc, spare=LIVE)  # a rival worker beside this one lives on
         self.chan.sock.close()
 
 

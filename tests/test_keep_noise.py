@@ -123,6 +123,52 @@ def test_measure_leaves_its_arguments_alone(tmp_path: Path) -> None:
     assert recs[1]["facts"]["paired"]["keeper_times_s"]  # the baseline was timed beside it
 
 
+FAILS_ON_ITS_THIRD_CALL = ('"""toy candidate: right twice, then it raises"""\n\n\ndef build_decoder(model, example_input):\n'
+                           '    calls = []\n\n    def forward_fn(x):\n        calls.append(1)\n'
+                           '        if len(calls) == 3:\n            raise RuntimeError("third call")\n'
+                           '        return model(x)\n\n    return forward_fn, {}\n')
+
+
+def test_a_first_runs_baseline_is_timed_in_full_after_its_rival_failed(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session 13, the first run on 2 H100s: the candidate hung at its first timed call, its
+    worker was left running (spinning on both GPUs) until the session ended, and the baseline's
+    row came out of one timed call made beside it (22.6 s against 10.2 s alone). A failed worker
+    is now stopped at once, and a first run's baseline gets all its timed calls, alone."""
+    from harness import _common, run_experiment
+    from harness.session import Session
+
+    ws = make_toy(tmp_path / "toy")
+    (ws / "optimize.py").write_text(FAILS_ON_ITS_THIRD_CALL)
+    rival_alive_at_keeper_calls = []
+    timed_call = Session.timed_call
+
+    def spy(self: Session, facts: dict) -> bool:
+        if self.candidate.name == "fp32_eager.py":  # the baseline; its rival is the other session
+            rival_alive_at_keeper_calls.append(any(s.worker is not None for s in sessions if s is not self))
+        return timed_call(self, facts)
+
+    sessions: list[Session] = []
+    init = Session.__init__
+
+    def track(self: Session, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        init(self, *args, **kwargs)
+        sessions.append(self)
+
+    monkeypatch.setattr(Session, "timed_call", spy)
+    monkeypatch.setattr(Session, "__init__", track)
+    a = argparse.Namespace(desc="x", preset=None, candidate=None, device="cpu", timeout=None, no_profile=True,
+                           unsandboxed=False, rebaseline=True, best_median=None, measure_only=True, record_out=None,
+                           apply=None)
+    with use(ws):
+        base, cand = run_experiment.measure(a, _common.load_goals())
+    assert cand["outcome"] == "crash" and "third call" in cand["reason"], cand["reason"]
+    timed = base["facts"]["times_s"]
+    assert base["outcome"] == "measured" and len(timed) == base["facts"]["runs"] >= 6, timed
+    assert rival_alive_at_keeper_calls[-1] is False, rival_alive_at_keeper_calls  # gone once it failed
+    assert rival_alive_at_keeper_calls.count(False) >= len(timed) - 2, rival_alive_at_keeper_calls
+
+
 def test_the_idle_worker_is_stopped_with_all_it_started(tmp_path: Path) -> None:
     """alternate.py freezes the worker not being timed, its children included (a candidate's helper
     process must not run beside the keeper's calls), and wakes it for its own."""
