@@ -69,6 +69,7 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
                           "call had returned: work left running after 'done'")
                 if last is candidate and not keeper_in_full:
                     break
+                busy.wait_idle(s.device, s.timeouts["call_s"])  # its worker is gone now: let its work end
             s.timed_call(facts[s])
             last = s
         if facts[candidate]["status"] != "measured" and not keeper_in_full:

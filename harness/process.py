@@ -29,8 +29,10 @@ KILL_ROUNDS = 20  # a chain of forks can outpace one sweep; each round kills wha
 class Tail:
     """The last lines a process prints (its stdout and stderr, merged), read on a thread."""
 
+    MAX_LINES: int | None = 200
+
     def __init__(self, stream: IO[bytes]) -> None:
-        self.lines: deque[str] = deque(maxlen=200)
+        self.lines: deque[str] = deque(maxlen=self.MAX_LINES)
         self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self._thread.start()
 
@@ -59,6 +61,14 @@ def _parents() -> dict[int, int]:
             except (OSError, IndexError, ValueError):
                 pass
     return out
+
+
+def session_of(pid: int) -> int | None:
+    """The session id of pid (field 6 of /proc/PID/stat), None once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def children(of: int | None = None) -> list[int]:
@@ -110,9 +120,11 @@ def _kill(pids: Iterable[int]) -> None:
 
 def kill_tree(proc: subprocess.Popen, spare: Collection[int] = ()) -> None:
     """Kill a process, its process group and every orphan this process adopted from it: every child
-    of this process but those in `spare` (other workers still in use: harness/alternate.py's rival)."""
+    of this process but those of the sessions in `spare` (workers still in use, each the leader of
+    a session of its own, and the orphans it left: harness/alternate.py's rival)."""
     for _ in range(KILL_ROUNDS):
-        victims = ([proc.pid] if proc.poll() is None else []) + [p for p in children() if p != proc.pid and p not in spare]
+        victims = ([proc.pid] if proc.poll() is None else []) + \
+            [p for p in children() if p != proc.pid and session_of(p) not in spare]
         if not victims:
             return
         _kill(victims)

@@ -26,7 +26,7 @@ WORKER_ENV_PREFIXES = ("LC_", "CUDA_", "CUDNN_", "CUBLAS", "NCCL_", "TORCH", "PY
                        "OMP_", "MKL_", "OPENBLAS_", "KMP_")
 
 
-LIVE: set[int] = set()  # this process's workers not yet closed (pids of their outermost processes)
+LIVE: set[int] = set()  # this process's workers not yet closed: their pids, each its session's id
 
 
 class Failed(Exception):
@@ -54,13 +54,13 @@ class WorkerProcess:
         child.close()
         for fd in extra:
             os.close(fd)
-        LIVE.add(self.proc.pid)
         self.tail = Tail(self.proc.stdout)
         self.chan = Channel(parent)
         try:
             self.chan.send(cfg)
         except ChannelClosed as e:  # it never started: bwrap's own output says why
             raise Failed("crash", self.death(str(e))) from None
+        LIVE.add(self.proc.pid)  # only once started: one that failed to start is not spared
 
     def request(self, op: str, timeout: float) -> dict[str, Any]:
         self.chan.send({"op": op})

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections import deque
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,15 +32,15 @@ def main() -> None:
         make_latent.run(a.preset, mode="seeded", device=a.device)
     if not _common.reference_path(a.preset).exists():
         make_reference.run(a.preset, device=a.device)
+    process.Tail.MAX_LINES = None  # keep every line the ranks print, not the last 200
     tails: list[process.Tail] = []
-    keep_200 = process.Tail.__init__
+    keep = process.Tail.__init__
 
-    def keep_every_line(self: process.Tail, stream) -> None:  # type: ignore[no-untyped-def]
-        keep_200(self, stream)
-        self.lines = deque(maxlen=None)
+    def kept(self: process.Tail, stream) -> None:  # type: ignore[no-untyped-def]
+        keep(self, stream)
         tails.append(self)
 
-    process.Tail.__init__ = keep_every_line  # type: ignore[method-assign]
+    process.Tail.__init__ = kept  # type: ignore[method-assign]
     try:
         with Session(a.candidate, a.preset, a.device, timeout=a.timeout, unsandboxed=a.unsandboxed) as s:
             facts = s.measure()
