@@ -63,13 +63,13 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
             if facts[s]["status"] != "measured":
                 continue
             _only(s, both)
-            if last not in (None, s) and not busy.wait_idle(s.device, s.timeouts["call_s"]) \
+            if last not in (None, s) and not busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks) \
                     and facts[last]["status"] == "measured":
                 last.fail(facts[last], "gate_fail", f"the GPU was still busy {s.timeouts['call_s']:.0f} s after its "
                           "call had returned: work left running after 'done'")
                 if last is candidate and not keeper_in_full:
                     break
-                busy.wait_idle(s.device, s.timeouts["call_s"])  # its worker is gone now: let its work end
+                busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks)  # its worker is gone now: let its work end
             s.timed_call(facts[s])
             last = s
         if facts[candidate]["status"] != "measured" and not keeper_in_full:

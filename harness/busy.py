@@ -84,23 +84,26 @@ class BusySampler:
         return statistics.fmean(inside) / 100 if inside else None
 
 
-def wait_idle(device: str, limit_s: float) -> bool:
-    """Wait until NVML reads the GPU idle over a whole sample period that began after this call:
-    work a worker left queued on the device when it said "done" has then finished, so it is not
-    charged to the next worker's call (harness/alternate.py). True at once on a CPU or without NVML;
-    False if the GPU stays busy for limit_s."""
+def wait_idle(device: str, limit_s: float, gpus: int = 1) -> bool:
+    """Wait until NVML reads each of the `gpus` GPUs from this process's current one (a worker
+    group's, one a rank) idle over a whole sample period that began after this call: work a worker
+    left queued on any of them when it said "done" has then finished, so it is not charged to the
+    next worker's call (harness/alternate.py; a group's rank 1 could otherwise leave work running
+    on its GPU to slow a rival group there). True at once on a CPU or without NVML; False if a GPU
+    stays busy for limit_s."""
     if device != "cuda":
         return True
     import torch
 
-    nvml = _nvml_handle(torch.cuda.current_device())
-    if nvml is None:
+    first = torch.cuda.current_device()
+    handles = [h for h in (_nvml_handle(first + k) for k in range(gpus)) if h is not None]
+    if not handles:
         return True
-    lib, handle = nvml
     util, start = _Utilization(), time.perf_counter()
     while time.perf_counter() - start < limit_s:
         time.sleep(INTERVAL_S)
-        if lib.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(util)) == 0 and util.gpu == 0 \
-                and time.perf_counter() - start >= PERIOD_S:
+        readings = [lib.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(util)) == 0 and util.gpu == 0
+                    for lib, handle in handles]
+        if all(readings) and time.perf_counter() - start >= PERIOD_S:
             return True
     return False
