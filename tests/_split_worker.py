@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 
 import torch
@@ -34,15 +35,40 @@ def load_optimize():
     return module
 
 
-def no_unbatched_p2p(*_: object, **__: object) -> None:
-    """dist.send / dist.recv, refused here: under NCCL's lazy start such a call opens a 2-rank
-    communicator of its own that a peer's batched op never joins, and both ranks hang (gloo would
-    not show it): a split decode batches every point-to-point op (split_decode._p2p)."""
-    raise AssertionError("an unbatched dist.send/recv in the split decode: NCCL would hang on it")
+def only_batched_p2p() -> None:
+    """Every point-to-point op of the split decode must run inside dist.batch_isend_irecv: under
+    NCCL's lazy start a plain send, recv, isend or irecv opens a 2-rank communicator of its own,
+    which a peer's batched op never joins, and both ranks hang (session 13). gloo does not hang on
+    the mix, so here any such op outside a batch raises. The wrappers replace the names in both
+    torch.distributed and its distributed_c10d, where batch_isend_irecv and P2POp look them up."""
+    from torch.distributed import distributed_c10d as c10d
+
+    inside = threading.local()
+    batch, plain = c10d.batch_isend_irecv, {"isend": c10d.isend, "irecv": c10d.irecv}
+
+    def batched(ops):  # type: ignore[no-untyped-def]
+        inside.batch = True
+        try:
+            return batch(ops)
+        finally:
+            inside.batch = False
+
+    def only_in_a_batch(name: str):  # type: ignore[no-untyped-def]
+        def op(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if name not in plain or not getattr(inside, "batch", False):  # send and recv: never
+                raise AssertionError(f"dist.{name} outside dist.batch_isend_irecv in the split decode: NCCL would hang on it")
+            return plain[name](*args, **kwargs)
+        return op
+
+    wrapped = {name: only_in_a_batch(name) for name in ("send", "recv", "isend", "irecv")}
+    for module in (dist, c10d):
+        module.batch_isend_irecv = batched
+        for name, op in wrapped.items():
+            setattr(module, name, op)
 
 
 def main() -> None:
-    dist.send = dist.recv = no_unbatched_p2p
+    only_batched_p2p()
     rank, world, store, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     shape = [int(s) for s in sys.argv[5].split(",")]
     torch.set_num_threads(1)  # 2 to 4 ranks share the CI machine's cores
