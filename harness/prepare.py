@@ -1,7 +1,8 @@
 """Make the assets for a preset, and remake what is missing, damaged or stale: the input, its
 strict-fp32 reference, the pool of fresh inputs with their references (harness/make_reference.py),
 the frozen model's weights cache (loading the model remakes a damaged one), and once per machine
-the probe of its peak rates that the floor is measured against (harness/floor.py).
+the probe of its peak rates that the floor is measured against (harness/floor.py; not for a preset
+of several ranks, whose rows have no floor).
 
 Usage:
     python harness/prepare.py [--preset P] [--device cpu|cuda] [--seeded] [--force]
@@ -80,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise _common.SetupError(f"the {name} made now does not pass its check: {why}")
         else:
             adapter.load_model("cpu")  # the weights (a damaged cache is made again here, where it may be written)
-        peak, probed = floor.ensure_peak(device, adapter, force=a.force)
-        if probed:
-            made.append(str(floor.peak_path(peak["gpu"])))
+        if goals.presets[preset].ranks == 1:  # a group's row has no floor: the probe is of one device
+            peak, probed = floor.ensure_peak(device, adapter, force=a.force)
+            if probed:
+                made.append(str(floor.peak_path(peak["gpu"])))
     except _common.SetupError as e:  # make_latent's InputError is one, as are bad goals
         print(f"prepare: {e}", file=sys.stderr)
         return 2

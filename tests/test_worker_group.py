@@ -125,6 +125,19 @@ def test_no_rank_can_read_the_reference(group_workspace: Path, unsandboxed: bool
         assert "FileNotFoundError" in facts["reason"] or "PermissionError" in facts["reason"], facts["reason"]
 
 
+def test_prepare_for_a_group_skips_the_peak_probe(group_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group's row has no floor, so prepare does not spend a fresh multi-GPU machine's minutes
+    on the one-device peak probe (session 13: device time is what such a host is short of)."""
+    from harness import floor, prepare
+
+    def no_probe(*_: object, **__: object) -> None:
+        raise AssertionError("the peak probe ran for a preset of ranks")
+
+    monkeypatch.setattr(floor, "ensure_peak", no_probe)
+    with use(group_workspace):
+        assert prepare.main(["--preset", PRESET, "--device", "cpu"]) == 0
+
+
 def test_rows_of_other_rank_counts_are_never_the_yardstick() -> None:
     """records.py matches keepers by (preset, gpu), and a group's gpu names its rank count: a
     faster 2-rank keeper never judges a 1-rank candidate, nor the other way round, even under one
