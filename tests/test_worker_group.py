@@ -125,6 +125,65 @@ def test_no_rank_can_read_the_reference(group_workspace: Path, unsandboxed: bool
         assert "FileNotFoundError" in facts["reason"] or "PermissionError" in facts["reason"], facts["reason"]
 
 
+@pytest.mark.parametrize("unsandboxed", [False, True])
+def test_no_rank_reaches_the_harness(group_workspace: Path, tmp_path: Path, unsandboxed: bool) -> None:
+    """tests/cheaters/group_reaches_out.py, on every rank: TCP to a port this process listens on,
+    an abstract unix socket it listens on, SIGCONT to every process it may signal. A group's ranks
+    are left those three by Landlock (gloo and NCCL need them among the ranks), so here the
+    namespaces alone must hold: nothing arrives, and this process (the harness) gets no signal.
+    Unsandboxed (a person's choice) both sockets are reached: the walls are what stop it. (The
+    signal is not sent there: kill(-1) would wake other tests' stopped workers.)"""
+    import signal
+    import socket
+    import threading
+    import uuid
+
+    from test_cheaters_isolation import cheater
+
+    tcp = socket.create_server(("127.0.0.1", 0))
+    name = f"auto-optim-test-{uuid.uuid4().hex[:12]}"
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind("\0" + name)
+    abstract.listen()
+    heard: list[str] = []
+    signalled: list[int] = []
+    stop = threading.Event()
+
+    def listen() -> None:
+        for sock in (tcp, abstract):
+            sock.settimeout(0.1)
+        while not stop.is_set():
+            for label, sock in (("tcp", tcp), ("abstract", abstract)):
+                try:
+                    sock.accept()
+                    heard.append(label)
+                except OSError:
+                    pass
+
+    before = signal.signal(signal.SIGCONT, lambda n, _: signalled.append(n))
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    path = cheater("group_reaches_out", tmp_path / "c", CHEAT_PORT=str(tcp.getsockname()[1]), CHEAT_ABSTRACT=name,
+                   CHEAT_SIGNAL="0" if unsandboxed else "1")
+    try:
+        with use(group_workspace), Session(path, PRESET, "cpu", timeout=60, unsandboxed=unsandboxed) as s:
+            facts = s.measure()
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        listener.join(timeout=5)
+        signal.signal(signal.SIGCONT, before)
+        tcp.close()
+        abstract.close()
+    assert facts["status"] in ("measured", "gate_fail"), facts["reason"]  # it ran: each rank tried
+    reached = (facts.get("info") or {}).get("reached")
+    if unsandboxed:
+        assert reached == ["tcp", "abstract"] and {"tcp", "abstract"} <= set(heard), (reached, heard)
+    else:
+        assert reached == [] and not heard, (reached, heard)
+        assert not signalled, "a rank's SIGCONT reached the harness"
+
+
 def test_prepare_for_a_group_skips_the_peak_probe(group_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A group's row has no floor, so prepare does not spend a fresh multi-GPU machine's minutes
     on the one-device peak probe (session 13: device time is what such a host is short of)."""
