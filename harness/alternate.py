@@ -56,14 +56,14 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
     for s in both:  # built one at a time, the other one frozen
         _only(s, both)
         facts[s] = s.begin(want_frame=want_frame and s is candidate, runs=pairs)
-    last: Session | None = None
+    last: Session = candidate  # begun last: its warm-up's work must not run into the keeper's first call
     for _ in range(pairs):
         order = both if _rng.getrandbits(1) else both[::-1]
         for s in order:
             if facts[s]["status"] != "measured":
                 continue
             _only(s, both)
-            if last not in (None, s) and not busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks) \
+            if last is not s and not busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks) \
                     and facts[last]["status"] == "measured":
                 last.fail(facts[last], "gate_fail", f"the GPU was still busy {s.timeouts['call_s']:.0f} s after its "
                           "call had returned: work left running after 'done'")

@@ -37,7 +37,7 @@ def _nvml_handle(device_index: int) -> tuple[ctypes.CDLL, ctypes.c_void_p] | Non
         if lib.nvmlInit_v2() != 0 or lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) != 0:
             return None
         return lib, handle
-    except (OSError, AttributeError, RuntimeError):
+    except (OSError, AttributeError, RuntimeError, AssertionError):  # torch: AssertionError for no such device
         return None
 
 
@@ -85,18 +85,15 @@ class BusySampler:
 
 
 def wait_idle(device: str, limit_s: float, gpus: int = 1) -> bool:
-    """Wait until NVML reads each of the `gpus` GPUs from this process's current one (a worker
-    group's, one a rank) idle over a whole sample period that began after this call: work a worker
-    left queued on any of them when it said "done" has then finished, so it is not charged to the
-    next worker's call (harness/alternate.py; a group's rank 1 could otherwise leave work running
-    on its GPU to slow a rival group there). True at once on a CPU or without NVML; False if a GPU
-    stays busy for limit_s."""
+    """Wait until NVML reads each of the first `gpus` GPUs this process sees (a worker group's: rank
+    k runs on cuda:k, harness/worker_group.py join) idle over a whole sample period that began
+    after this call: work a worker left queued on any of them when it said "done" has then
+    finished, so it is not charged to the next worker's call (harness/alternate.py; a group's rank
+    1 could otherwise leave work running on its GPU to slow a rival group there). True at once on
+    a CPU or without NVML; False if a GPU stays busy for limit_s."""
     if device != "cuda":
         return True
-    import torch
-
-    first = torch.cuda.current_device()
-    handles = [h for h in (_nvml_handle(first + k) for k in range(gpus)) if h is not None]
+    handles = [h for h in (_nvml_handle(k) for k in range(gpus)) if h is not None]
     if not handles:
         return True
     util, start = _Utilization(), time.perf_counter()

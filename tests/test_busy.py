@@ -26,9 +26,6 @@ class ScriptedNVML:
 @pytest.fixture
 def gpus(monkeypatch: pytest.MonkeyPatch):
     """Install a scripted NVML; returns a function that sets each GPU's busy time."""
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
 
     def script(*busy_until: float) -> None:
         nvml = ScriptedNVML(list(busy_until))
@@ -46,7 +43,7 @@ def test_a_worker_groups_second_gpu_left_busy_holds_the_next_call(gpus) -> None:
     waits for it, though GPU 0 is idle (before session 13 only GPU 0 was read)."""
     gpus(0.0, 0.6)
     idle, seconds = waited(2)
-    assert idle and seconds >= 0.6, seconds
+    assert idle and seconds >= 0.55, seconds  # GPU 1's 0.6 s began a moment before the wait
     gpus(0.0, 0.6)
     idle, seconds = waited(1)  # one GPU's worker: GPU 0 alone is its business
     assert idle and seconds < 0.6, seconds

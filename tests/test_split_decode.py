@@ -161,3 +161,20 @@ def test_dropin_given_a_group_decodes_split_and_every_rank_gets_the_video(tmp_pa
         assert saved["info"]["split"]["ranks"] == 2, saved["info"]  # decoded split, not whole on each rank
         assert saved["video"].shape == whole.shape, rank
         assert float((saved["video"] - whole).abs().max()) < TOLERANCE, f"rank {rank}"
+
+
+def test_the_ranks_guard_refuses_unbatched_p2p(tmp_path: Path) -> None:
+    """tests/_split_worker.py's guard bites: in its ranks a plain isend (or send) raises, while an
+    isend handed to dist.batch_isend_irecv as a P2POp is accepted, so the split decode's CPU tests
+    would catch an unbatched op (which hangs NCCL, session 13)."""
+    code = ("import sys, torch, torch.distributed as dist, _split_worker as w\n"
+            "w.only_batched_p2p()\n"
+            "dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=0, world_size=1)\n"
+            "dist.P2POp(dist.isend, torch.zeros(1), 0)  # accepted: the op batch_isend_irecv will run\n"
+            "for op in (dist.isend, dist.send):\n"
+            "    try:\n"
+            "        op(torch.zeros(1), 0)\n"
+            "    except AssertionError as e:\n"
+            "        print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.count("refused: dist.") == 2, r.stdout + r.stderr
