@@ -155,10 +155,16 @@ def test_no_rank_reaches_the_harness(group_workspace: Path, tmp_path: Path, unsa
         while not stop.is_set():
             for label, sock in (("tcp", tcp), ("abstract", abstract)):
                 try:
-                    sock.accept()[0].close()
-                    heard.append(label)
+                    conn = sock.accept()[0]
                 except OSError:
-                    pass
+                    continue
+                heard.append(label)
+                with conn:  # read what it sends before closing, so its send does not fail
+                    conn.settimeout(1)
+                    try:
+                        conn.recv(16)
+                    except OSError:
+                        pass
 
     before = signal.signal(signal.SIGCONT, lambda n, _: signalled.append(n))
     os.kill(os.getpid(), signal.SIGCONT)  # the handler hears a SIGCONT (a control), then starts afresh

@@ -19,16 +19,16 @@ def _reach_out() -> list[str]:
     reached = []
     try:
         with socket.create_connection(("127.0.0.1", int(os.environ["CHEAT_PORT"])), timeout=1) as s:
+            reached.append("tcp")  # connected: that is the escape, whatever the send does
             s.sendall(b"tcp")
-            reached.append("tcp")
     except OSError:
         pass
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(1)
             s.connect("\0" + os.environ["CHEAT_ABSTRACT"])
-            s.sendall(b"abstract")
             reached.append("abstract")
+            s.sendall(b"abstract")
     except OSError:
         pass
     if os.environ.get("CHEAT_SIGNAL", "1") == "1":  # "0" unsandboxed: kill(-1) would reach every process of the user
