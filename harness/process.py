@@ -51,24 +51,24 @@ def become_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+def _stat_field(pid: int | str, index: int) -> int | None:
+    """A number from /proc/PID/stat, counted after the command name (1: parent pid, 3: session id);
+    None once the process is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[index])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _parents() -> dict[int, int]:
     """pid -> parent pid of every process this host's /proc shows."""
-    out = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                out[int(d.name)] = int(d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
+    parents = {int(d.name): _stat_field(d.name, 1) for d in Path("/proc").iterdir() if d.name.isdigit()}
+    return {pid: parent for pid, parent in parents.items() if parent is not None}
 
 
 def session_of(pid: int) -> int | None:
-    """The session id of pid (field 6 of /proc/PID/stat), None once it is gone."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
-    except (OSError, IndexError, ValueError):
-        return None
+    """The session id of pid, None once it is gone."""
+    return _stat_field(pid, 3)
 
 
 def children(of: int | None = None) -> list[int]:
