@@ -10,6 +10,7 @@ are read as goals["key"] / goals.get("key"), as from the dict they come from.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ class Preset:
     warmup_runs: int
     work_per_call: float
     ranks: int                      # processes of one worker group (one a GPU); above 1: a split run
+    memory_gb: float | None         # GPU memory a candidate must fit in, each GPU (harness/memory_limit.py)
     raw: Mapping[str, Any] = field(repr=False)
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -94,7 +96,7 @@ def parse(data: Any, where: Path) -> Goals:
     for name, p in (data.get("presets") or {}).items():
         presets[name] = Preset(name, tuple(p.get("input_shape", ())), int(p.get("timed_runs", 5)),
                                int(p.get("warmup_runs", 1)), float(p.get("work_per_call", 1)),
-                               _ranks(p, name, where), MappingProxyType(p))
+                               _ranks(p, name, where), _memory_gb(p, name, where), MappingProxyType(p))
     better = metric.get("better", "lower")
     if better not in ("lower", "higher"):
         raise GoalsError(f"goals file {where}: metric.better is {better!r}, not 'lower' or 'higher'")
@@ -112,6 +114,16 @@ def _ranks(preset: Mapping[str, Any], name: str, where: Path) -> int:
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise GoalsError(f"goals file {where}: preset {name}'s ranks is {ranks!r}, not a whole number >= 1")
     return ranks
+
+
+def _memory_gb(preset: Mapping[str, Any], name: str, where: Path) -> float | None:
+    """A preset's "memory_gb": a positive number of GB, or None (absent: no memory clause)."""
+    gb = preset.get("memory_gb")
+    if gb is None:
+        return None
+    if isinstance(gb, bool) or not isinstance(gb, (int, float)) or not 0 < gb < math.inf:
+        raise GoalsError(f"goals file {where}: preset {name}'s memory_gb is {gb!r}, not a positive number of GB")
+    return float(gb)
 
 
 _cache: dict[Path, tuple[tuple[int, int], Goals]] = {}

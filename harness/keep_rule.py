@@ -18,6 +18,8 @@ faster by more than the threshold, at the printed confidence). Where goals.json 
 candidate whose call is, at that confidence, no slower than the threshold and whose warm-up is
 shorter than the keeper's by that fraction is kept too. Anything else is reverted, with the
 reason on its row. A candidate that is the keeper's own source is a rerun, compared with its row.
+Where the preset has a memory clause (goals.json "memory_gb"), a candidate that failed it in its
+own fresh worker (harness/memory_limit.py: facts["memory_check"]) is never kept, however fast.
 
 Without a keeper measured beside it (its source is nowhere, --best-median names a figure, or
 another keep landed since it was measured: a wave) the candidate's own calls are compared with the
@@ -181,6 +183,10 @@ def judge(facts: dict[str, Any], metric: float, noise: float, better: str, keepe
     v = verdict(c, noise, warmup, name, why_unpaired)
     if not c.paired and facts.get("paired_error"):  # why it was not measured beside its keeper
         v = Verdict(v.status, f"{v.reason} ({facts['paired_error']})", c)
+    fit = facts.get("memory_check")
+    if v.status == "keep" and fit is not None and not fit["passed"]:
+        v = Verdict("revert", f"reverted: it does not run in {fit['gb']:g} GB of GPU memory, the preset's "
+                              f"memory_gb ({fit['reason']}); its speed alone: {v.reason}", c)
     return v
 
 

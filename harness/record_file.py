@@ -133,6 +133,10 @@ def validate_record(rec: Any, goals: dict[str, Any]) -> None:
                                    and isinstance(times, list) and len(paired["keeper_times_s"]) == len(times)
                                    and all(_optional(_number)(paired.get(k)) for k in ("keeper_warmup_s", "keeper_median_s"))):
         bad.append("facts.paired")
+    fit = facts.get("memory_check")  # the keep rule reads it (harness/memory_limit.py)
+    if fit is not None and not (isinstance(fit, dict) and _number(fit.get("gb")) and fit["gb"] > 0
+                                and isinstance(fit.get("passed"), bool) and _text(fit.get("reason"))):
+        bad.append("facts.memory_check")
     if rec.get("preset") not in goals["presets"]:
         bad.append("preset (not a preset of goals.json)")
     if rec.get("outcome") == "measured" and not (_number(rec.get("metric")) and _number(rec.get("metric_spread"))

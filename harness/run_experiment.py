@@ -172,6 +172,8 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
 
     def fill(rec: dict[str, Any], s: Any, facts: dict[str, Any]) -> None:
         out = facts.pop("_bench_out", None)
+        if fits is not None and not rec["rebaseline"]:
+            facts["memory_check"] = fits.as_fact()
         rec["source"] = s.source.decode()
         rec["candidate_sha"] = _common.sha256_bytes(s.source)[:16]
         rec["facts"] = facts
@@ -194,6 +196,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
     figure = None if first else a.best_median
     options = {"unsandboxed": a.unsandboxed, "timeout": a.timeout}
     try:
+        fits = memory_check(goals, preset, device, cand, options)
         if keeper is None:
             with Session(cand, preset, device, **options) as s:
                 fill(recs[-1], s, s.measure(want_frame=True))
@@ -212,6 +215,17 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
     except _common.SetupError as e:
         raise Refused(str(e)) from None
     return recs
+
+
+def memory_check(goals: dict[str, Any], preset: str, device: str, cand: Path, options: dict[str, Any]) -> Any:
+    """The preset's memory clause (harness/memory_limit.py), checked before the timed pair while
+    no other worker is alive; None where the preset has none or there is no GPU to hold it on."""
+    gb = goals.presets[preset].memory_gb
+    if gb is None or device != "cuda":
+        return None
+    from harness import memory_limit
+
+    return memory_limit.check(cand, preset, gb, **options)
 
 
 def pairs(goals: dict[str, Any], preset: str, s: Any) -> int:

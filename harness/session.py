@@ -50,6 +50,7 @@ import torch
 from harness import _common
 from harness import landlock, process, replies, sandbox, signing, worker_process
 from harness.measuring import Measuring
+from harness.memory_limit import Ballast
 from harness.assets import strict_fp32
 from harness.worker_process import Failed, WorkerProcess
 from harness.shared import SharedBuffer
@@ -72,7 +73,7 @@ class Session(Measuring):
 
     def __init__(self, candidate: Path | str | None = None, preset: str | None = None, device: str | None = None,
                  *, unsandboxed: bool = False, timeout: float | None = None, runs: int | None = None,
-                 assets_from: "Session | None" = None) -> None:
+                 assets_from: "Session | None" = None, memory_gb: float | None = None) -> None:
         self.goals = _common.load_goals()
         self.adapter = _common.load_adapter(self.goals)
         self.device = device or _common.default_device()
@@ -103,6 +104,10 @@ class Session(Measuring):
         self.calls_made = 0
         self.used: set[int] = set()
         self.assets_from = assets_from  # a session beside this one (alternate.py): its inputs and references
+        if memory_gb is not None and self.device != "cuda":
+            raise _common.SetupError("a memory limit (--memory-gb, a preset's memory_gb) needs a GPU")
+        self.memory_gb = memory_gb      # the GB the worker finds free on each GPU (harness/memory_limit.py)
+        self.ballast: Ballast | None = None
 
     # --- setting up -------------------------------------------------------------------------
 
@@ -150,16 +155,30 @@ class Session(Measuring):
             "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": worker_process.writable(scratch, self.ranks)}
             if self.landlock_abi > 0 else None,
         }
+        if self.memory_gb is not None:  # all this process will hold is in place before the ballast
+            self._load_private()
+            self.ballast = Ballast(self.ranks, self.memory_gb).__enter__()
         try:
             self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], worker_process.environment(self.goals, scratch),
                                         None if self.unsandboxed else self._view(), self.timeouts)
         except Failed as e:
             raise _common.SetupError(f"the worker could not start: {e}") from None
-        # While the worker starts, load what only this process may see.
+        if self.memory_gb is None:  # while the worker starts
+            self._load_private()
+
+    def _load_private(self) -> None:
+        """Load what only this process may see: the pool, the benchmark pair on the device (and
+        the frozen model, where the reference follows the output). Under a memory limit, also what
+        checking a call allocates here, kept in this process's allocator cache, so that its
+        checks never take from the memory left to the worker."""
+        other = self.assets_from
         self.pool = other.pool if other else _common.load_pool(self.goals, self.adapter, self.preset, self.device)
         if _common.reference_follows_output(self.adapter):
             self.frozen_model = other.frozen_model if other else self.adapter.load_model(self.device)
-        self.bench_x, self.bench_ref = x.to(self.device), ref.to(self.device)
+        self.bench_x, self.bench_ref = self.bench_x.to(self.device), self.bench_ref.to(self.device)
+        if self.memory_gb is not None:
+            for ref in [self.bench_ref] + [p["output"] for p in self.pool[:1]]:
+                self.adapter.compare(self.private_out, ref, self.goals["gate"])
 
     def await_ready(self) -> None:
         try:
@@ -179,6 +198,9 @@ class Session(Measuring):
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_worker()
+        if self.ballast is not None:
+            self.ballast.__exit__()
+            self.ballast = None
         for b in self.buffers:
             b.close()
         self.buffers = []

@@ -2,7 +2,7 @@
 
 Usage:
     python harness/verify.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--unsandboxed]
-                             [--frames-out F.pt]
+                             [--frames-out F.pt] [--memory-gb N]
 
 Exit 0 pass, 1 fail (the reason on one line), 2 broken setup (missing or stale assets, bad goals,
 no sandbox). Importable: `check(candidate, preset=None, device=None) -> dict`.
@@ -17,11 +17,16 @@ bench.py prints the statistics.
 
 --frames-out: after a pass, save the benchmark output's worst frame (lowest quality) beside the
 reference's, for run_experiment's quality strip (needs the adapter's optional `frames`).
+
+--memory-gb N: the same calls with only N GB of memory free on each GPU, the rest held by this
+process (harness/memory_limit.py): a pass says the candidate, its CUDA context and caches
+included, fits in N GB, whatever it reports about itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,10 +70,11 @@ def save_worst_frame(adapter: Any, out: torch.Tensor, ref: torch.Tensor, gate: d
 
 
 def check(candidate: Path | str | None = None, preset: str | None = None, device: str | None = None,
-          *, unsandboxed: bool = False, frames_out: Path | None = None) -> dict[str, Any]:
+          *, unsandboxed: bool = False, frames_out: Path | None = None,
+          memory_gb: float | None = None) -> dict[str, Any]:
     """Verify a candidate; returns the session's facts (passed, reason, quality, ...). Raises
     SetupError for a broken setup."""
-    with Session(candidate, preset, device, unsandboxed=unsandboxed) as s:
+    with Session(candidate, preset, device, unsandboxed=unsandboxed, memory_gb=memory_gb) as s:
         facts = s.measure(want_frame=frames_out is not None, calls=CALLS)
         out = facts.pop("_bench_out", None)
         if facts["passed"] and frames_out is not None and out is not None:
@@ -80,6 +86,13 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of GB")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", help="preset name from goals.json (default: full on CUDA, tiny on CPU)")
@@ -87,15 +100,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     ap.add_argument("--unsandboxed", action="store_true", help="run the candidate without a sandbox")
     ap.add_argument("--frames-out", type=Path, help="after a pass, save the worst frame and its reference here")
+    ap.add_argument("--memory-gb", type=_positive, help="leave the worker only this many GB free on each GPU")
     args = ap.parse_args(argv)
     try:
-        facts = check(args.candidate, args.preset, args.device, unsandboxed=args.unsandboxed, frames_out=args.frames_out)
+        facts = check(args.candidate, args.preset, args.device, unsandboxed=args.unsandboxed,
+                      frames_out=args.frames_out, memory_gb=args.memory_gb)
     except _common.SetupError as e:
         print(f"verify: setup error: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
     verdict = "PASS" if facts["passed"] else f"FAIL: {facts['reason']}"
     name = facts["quality_name"]
-    _common.emit([f"verify {facts['candidate']} on {facts['preset']} ({facts['gpu']}, sandbox {facts['sandbox']}): {verdict}",
+    limit = "" if args.memory_gb is None else f", {args.memory_gb:g} GB of GPU memory free"
+    _common.emit([f"verify {facts['candidate']} on {facts['preset']} ({facts['gpu']}, sandbox {facts['sandbox']}{limit}): {verdict}",
             f"worst of the {len(facts['checked'])} calls checked: {name} {_fmt(facts['quality'])}, "
             f"max abs {_fmt(facts['max_abs'], '.3g')}; benchmark input: {name} {_fmt(facts['benchmark_quality'])}, "
             f"max abs {_fmt(facts['benchmark_max_abs'], '.3g')}"], facts)

@@ -2,7 +2,7 @@
 (eager), fastvae (PyPI) on the bf16 module, and ours through the diffusers drop-in
 (`integrations.wan_dropin.patch_diffusers_wan`), all on the same weights and the same latent.
 
-    python scripts/peers.py [--shapes 720p 480p] [--runs 3] [--out FILE.md]
+    python scripts/peers.py [--shapes 720p 480p] [--runs 3] [--out FILE.md] [--free-gb 24]
 
 For each decoder and shape: the first call in this process (Triton compiles, cuDNN's algorithm
 search; an empty Triton cache unless an earlier process left one), the median of `--runs` timed
@@ -11,13 +11,18 @@ was freed, so the peak counts its own weights, its working set and the video), a
 against diffusers' fp32 decode (PyTorch defaults, TF32 convolutions). The weights are the seeded
 synthetic ones (model.load_vae("synthetic")), mapped into diffusers' key names; the latent is a
 seeded normal draw. A peer that is not installed is skipped with a line that says so; diffusers is
-needed for every row. Development tool: nothing here is part of the frozen harness.
+needed for every row. --free-gb N: every decoder but the fp32 reference runs with only N GB of
+the GPU free (the rest held by this process: harness/memory_limit.py's ballast), as on a card of
+that size, its weights included; one that runs out of memory gets a row that says so. Development
+tool: nothing here is part of the frozen harness.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import math
 import statistics
 import sys
 import time
@@ -30,6 +35,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from _probe import preset_shape  # noqa: E402
+from harness.memory_limit import Ballast  # noqa: E402
 from integrations import wan_dropin  # noqa: E402
 from model import LATENT_MEAN, LATENT_STD, load_vae  # noqa: E402
 
@@ -44,6 +50,7 @@ class Row:
     first_s: float
     peak_gb: float
     psnr_db: float | None
+    note: str = ""
 
 
 def diffusers_vae(state: dict[str, torch.Tensor], dtype: torch.dtype):
@@ -61,10 +68,23 @@ def diffusers_vae(state: dict[str, torch.Tensor], dtype: torch.dtype):
 
 
 def measure(name: str, shape: str, make: Callable[[], Callable[[torch.Tensor], torch.Tensor]],
-            latent: torch.Tensor, runs: int, reference: torch.Tensor | None) -> tuple[Row, torch.Tensor]:
+            latent: torch.Tensor, runs: int, reference: torch.Tensor | None,
+            free_gb: float | None = None) -> tuple[Row, torch.Tensor | None]:
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
+    try:
+        with Ballast(1, free_gb) if free_gb else contextlib.nullcontext() as ballast:
+            held = sum(t.numel() for t in ballast.held) if ballast else 0
+            return _measure(name, shape, make, latent, runs, reference, held)
+    except torch.OutOfMemoryError:
+        print(f"{shape} {name}: out of memory with {free_gb:g} GB free", flush=True)
+        return Row(name, shape, math.nan, math.nan, math.nan, None, f"out of memory in {free_gb:g} GB"), None
+
+
+def _measure(name: str, shape: str, make: Callable[[], Callable[[torch.Tensor], torch.Tensor]],
+             latent: torch.Tensor, runs: int, reference: torch.Tensor | None,
+             ballast_bytes: int) -> tuple[Row, torch.Tensor]:
     decode = make()
     with torch.no_grad():
         torch.cuda.synchronize()
@@ -80,7 +100,7 @@ def measure(name: str, shape: str, make: Callable[[], Callable[[torch.Tensor], t
             video = decode(latent)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t)
-    peak = torch.cuda.max_memory_allocated() / 1e9
+    peak = (torch.cuda.max_memory_allocated() - ballast_bytes) / 1e9  # the decoder's own
     video = video.float().cpu()  # off the GPU: the next decoder's peak must not count it
     psnr = None
     if reference is not None:
@@ -99,6 +119,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--low-memory", action="store_true", help="also ours with the drop-in's low_memory=True")
     ap.add_argument("--only-ours", action="store_true", help="skip the peers but diffusers fp32 (the PSNR's reference)")
+    ap.add_argument("--free-gb", type=float, help="run each decoder but the reference with only this many GB free")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("peers: needs a CUDA GPU", file=sys.stderr)
@@ -144,18 +165,19 @@ def main() -> int:
         if args.low_memory:
             candidates.append(("ours, low_memory=True", lambda: ours(low_memory=True)))
         for name, make in candidates:
-            row, _ = measure(name, shape, make, raw, args.runs, reference)
+            row, _ = measure(name, shape, make, raw, args.runs, reference, args.free_gb)
             rows.append(row)
         del reference
 
     versions = (f"{torch.cuda.get_device_name()}; torch {torch.__version__}, CUDA {torch.version.cuda}, "
                 f"cuDNN {torch.backends.cudnn.version()}, diffusers {diffusers.__version__}")
+    limit = "" if not args.free_gb else f"; every decoder but the fp32 reference with {args.free_gb:g} GB of the GPU free"
     lines = [f"Peers in one process ({versions}; synthetic weights, seeded latent, {args.runs} timed calls "
-             "after the first; PSNR against diffusers' fp32 decode)", "",
-             "| decoder | shape | median (s) | first call (s) | peak (GB) | PSNR (dB) |", "|---|---|---:|---:|---:|---:|"]
+             f"after the first; PSNR against diffusers' fp32 decode{limit})", "",
+             "| decoder | shape | median (s) | first call (s) | peak (GB) | PSNR (dB) | note |", "|---|---|---:|---:|---:|---:|---|"]
     for r in rows:
         lines.append(f"| {r.decoder} | {r.shape} | {r.median_s:.3f} | {r.first_s:.1f} | {r.peak_gb:.1f} | "
-                     f"{'-' if r.psnr_db is None else f'{r.psnr_db:.1f}'} |")
+                     f"{'-' if r.psnr_db is None else f'{r.psnr_db:.1f}'} | {r.note} |")
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -106,6 +106,8 @@ def test_apply_records_only_what_this_key_signed(ws: Path, tmp_path: Path):
     ({"strip_png": "not base64 !"}, "strip_png"),
     ({"facts": {"median_s": float("nan"), "gpu": "CPU (test)"}}, "facts.median_s"),
     ({"facts": {"median_s": 0.4, "quality": float("nan"), "gpu": "CPU (test)"}}, "facts.quality"),
+    ({"facts": {"median_s": 0.4, "gpu": "CPU (test)", "memory_check": {"gb": 24, "passed": "yes", "reason": ""}}},
+     "facts.memory_check"),
 ])
 def test_apply_checks_every_field_even_of_a_signed_record(ws: Path, tmp_path: Path, change: dict, field: str):
     """No path is ever taken from a record: a preset must be one of goals.json's."""
