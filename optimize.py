@@ -44,6 +44,7 @@ This version: a re-implementation of the streaming decode for speed, same semant
 """
 
 from __future__ import annotations
+import torch as _t; _t.cuda.memory._set_allocator_settings("expandable_segments:True")  # session 14 probe
 
 import os
 import sys
