@@ -8,7 +8,9 @@ process, which the sandboxed worker can neither see nor free), then starts a fre
 candidate, which must build and pass the gate on every call (verify's calls, fresh inputs) in
 what is left. N counts everything the worker holds: its CUDA context, the allocator's cache, its
 compilers' workspaces. A 24 GB card has more than 24 GB (10^9 bytes) free, so "fits in 24" is
-the stricter claim.
+the stricter claim. The timed calls run with the whole GPU: a candidate that reads the free
+memory and takes a leaner path when it is short fits here with a speed it has only on a large
+card (README's limits say so).
 
 Used by run_experiment (a candidate that does not fit is never kept: harness/keep_rule.py) and by
 verify --memory-gb (a person's question: would it fit my card?).
