@@ -25,7 +25,7 @@ from harness import keep_rule as K
 from harness import leaderboard
 
 DELAY = 0.4                      # the frozen toy model's cost per call
-SLOW, MEDIUM, FAST = 0.6, 0.2, 0.05
+SLOW, MEDIUM, FAST = 0.3, 0.2, 0.05  # SLOW only makes reverts: slower than MEDIUM needs no margin over noise
 
 
 def candidate(sleep: float = 0.0, body: str = "return model(x)", build: str = "") -> str:
@@ -201,7 +201,7 @@ def test_flow(tmp_path: Path) -> None:
                                 (candidate(FAST, body="return model(x) * 0.5"), "gate_fail", []),
                                 (candidate(FAST, body="raise RuntimeError('boom')"), "crash", []),
                                 (candidate(FAST, build="    import time; time.sleep(120)\n"), "timeout",
-                                 ["--timeout", "5"])]:
+                                 ["--timeout", "3"])]:
         opt.write_text(text)
         rc, f, out = run_here(ws, "--desc", status, *extra)
         assert rc == (0 if status == "revert" else 1) and f["status"] == status, out  # 0: measured and recorded
