@@ -56,6 +56,7 @@ class WorkerProcess:
             os.close(fd)
         self.tail = Tail(self.proc.stdout)
         self.chan = Channel(parent)
+        self.hung = False  # it let a request time out: it is not listening for "exit"
         try:
             self.chan.send(cfg)
         except ChannelClosed as e:  # it never started: bwrap's own output says why
@@ -70,6 +71,7 @@ class WorkerProcess:
         try:
             msg = self.chan.recv(timeout)
         except TimeoutError:
+            self.hung = True
             raise Failed("timeout", f"worker gave no answer to '{op}' within {timeout:.0f} s") from None
         except ChannelClosed as e:
             raise Failed("crash", self.death(str(e))) from None
@@ -92,8 +94,9 @@ class WorkerProcess:
 
     def close(self) -> None:
         try:
-            self.chan.send({"op": "exit"})
-            self.proc.wait(timeout=5)
+            if not self.hung:  # a hung one would only run out the 5 s before it is killed
+                self.chan.send({"op": "exit"})
+                self.proc.wait(timeout=5)
         except (ChannelClosed, subprocess.TimeoutExpired):
             pass
         LIVE.discard(self.proc.pid)

@@ -22,7 +22,17 @@ import pytest
 from conftest import make_toy, use
 from harness import _common as C
 from harness import records as R
-from test_run_experiment import SLOW, candidate, git, run_here
+from test_run_experiment import candidate, git, run_here
+
+# The frozen toy model's sleep per call here, and a slower candidate's: a revert by construction.
+# Smaller than test_run_experiment's (0.4 and 0.6 s): a revert needs the candidate slower, not a
+# margin over the machine's noise as a keep does, and these runs only set the stage.
+DELAY, SLOW = 0.05, 0.1
+
+
+def measured(ws: Path, *args: str) -> tuple[int, dict, str]:
+    """run_here, the toy model sleeping DELAY a call."""
+    return run_here(ws, *args, delay=DELAY)
 
 LEGACY_ROW = ["e001", "abc", "t", "old", "baseline", "2.0", "0.1", "54.0", "0.02", "1.0", "H100", "full", "synthetic",
               "ffff", "aaaa", "torch"]
@@ -39,7 +49,7 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
     (ws / "optimize.py").write_text(candidate(SLOW))
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "slow"], cwd=ws, check=True)
     # A baseline (committed with its record) and a slower candidate: a revert, whose row is not committed.
-    rc, f, out = run_here(ws, "--desc", "first run", "--no-profile")
+    rc, f, out = measured(ws, "--desc", "first run", "--no-profile")
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "revert", out  # measured and recorded: 0
     results = ws / "results.tsv"
     full = results.read_text()
@@ -69,7 +79,7 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
         assert R.restore() == ["e001", "e002"]
         assert R.restore() == []
     assert results.read_text() == full
-    rc, f, out = run_here(ws, "--desc", "after the restore", "--no-profile")
+    rc, f, out = measured(ws, "--desc", "after the restore", "--no-profile")
     assert rc == 0 and f["exp"] == "e003", out
 
 
@@ -112,7 +122,7 @@ def test_apply_refuses_to_write_over_a_stray_record(tmp_path: Path) -> None:
     from harness import run_experiment
 
     ws = make_toy(tmp_path / "toy", git=True)
-    rc, f, out = run_here(ws, "--desc", "first run", "--no-profile")
+    rc, f, out = measured(ws, "--desc", "first run", "--no-profile")
     assert rc == 0, out
     stray = ws / "profiles" / "e003.md"  # e001 baseline, e002 the candidate: the next is e003
     stray.parent.mkdir(exist_ok=True)
@@ -165,6 +175,6 @@ def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
     assert not (ws / "results.tsv").exists() and not (ws / "records").exists()
     subprocess.run(["git", "add", "targets"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "target toy"], cwd=repo, check=True)
-    rc, f, out = run_here(ws, "--desc", "x", "--no-profile")
+    rc, f, out = measured(ws, "--desc", "x", "--no-profile")
     assert rc == 0 and [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "revert"], out
     assert "optimize.py is already the version committed with e001" in out, out  # git show worked

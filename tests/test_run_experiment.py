@@ -25,7 +25,7 @@ from harness import keep_rule as K
 from harness import leaderboard
 
 DELAY = 0.4                      # the frozen toy model's cost per call
-SLOW, MEDIUM, FAST = 0.6, 0.2, 0.05
+SLOW, MEDIUM, FAST = 0.3, 0.2, 0.05  # SLOW only makes reverts: slower than MEDIUM needs no margin over noise
 
 
 def candidate(sleep: float = 0.0, body: str = "return model(x)", build: str = "") -> str:
@@ -34,9 +34,10 @@ def candidate(sleep: float = 0.0, body: str = "return model(x)", build: str = ""
             f'    return forward_fn, {{"sleep": {sleep}}}\n')
 
 
-def run(ws: Path, *args: str) -> tuple[int, dict, str]:
-    """`python harness/run_experiment.py ARGS` in the workspace: exit code, its JSON line, its output."""
-    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(DELAY)}
+def run(ws: Path, *args: str, delay: float = DELAY) -> tuple[int, dict, str]:
+    """`python harness/run_experiment.py ARGS` in the workspace: exit code, its JSON line, its
+    output. The toy model sleeps `delay` a call (TOY_DELAY_S)."""
+    env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(delay)}
     p = subprocess.run([sys.executable, str(ws / "harness" / "run_experiment.py"), *args], cwd=ws, env=env,
                        capture_output=True, text=True, timeout=300)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -200,7 +201,7 @@ def test_flow(tmp_path: Path) -> None:
                                 (candidate(FAST, body="return model(x) * 0.5"), "gate_fail", []),
                                 (candidate(FAST, body="raise RuntimeError('boom')"), "crash", []),
                                 (candidate(FAST, build="    import time; time.sleep(120)\n"), "timeout",
-                                 ["--timeout", "5"])]:
+                                 ["--timeout", "3"])]:
         opt.write_text(text)
         rc, f, out = run_here(ws, "--desc", status, *extra)
         assert rc == (0 if status == "revert" else 1) and f["status"] == status, out  # 0: measured and recorded
@@ -263,15 +264,16 @@ def test_flow(tmp_path: Path) -> None:
 
 def test_tampering_voids_the_run(tmp_path: Path) -> None:
     """Unsandboxed (where no sandbox can be had), a candidate that rewrites the harness is caught
-    after the fact: the row is `tampered`, nothing is kept, optimize.py is restored."""
+    after the fact: the row is `tampered`, nothing is kept, optimize.py is restored. The toy model
+    sleeps 0.05 s a call: no verdict here depends on timing (the first run only sets the stage)."""
     ws = make_toy(tmp_path / "toy", copy_harness=True, git=True)
-    rc, f, out = run(ws, "--desc", "first run", "--no-profile")
+    rc, f, out = run(ws, "--desc", "first run", "--no-profile", delay=0.05)
     assert rc in (0, 1), out
     before = (ws / "optimize.py").read_text()
     cheat = (Path(__file__).parent / "cheaters" / "rewrites_harness.py").read_text()
     (ws / "optimize.py").write_text(cheat.replace("from _target import C, honest", "from harness import _common as C")
                                     .replace("honest(model, x)", "model(x)"))
-    rc, f, out = run(ws, "--desc", "rewrites the harness", "--unsandboxed", "--no-profile")
+    rc, f, out = run(ws, "--desc", "rewrites the harness", "--unsandboxed", "--no-profile", delay=0.05)
     assert rc == 1 and f["status"] == "tampered" and "harness/bench.py" in f["reason"], out
     assert f["sandbox"] == "none (--unsandboxed)" and (ws / "optimize.py").read_text() == before
 
