@@ -26,7 +26,7 @@ class _Utilization(ctypes.Structure):
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
 
 
-def _nvml_handle(device_index: int) -> tuple[ctypes.CDLL, ctypes.c_void_p] | None:
+def nvml_handle(device_index: int) -> tuple[ctypes.CDLL, ctypes.c_void_p] | None:
     """NVML and the handle of the CUDA device `device_index` (found by its UUID), or None."""
     try:
         import torch
@@ -53,7 +53,7 @@ class BusySampler:
     def __init__(self, device: str) -> None:
         import torch
 
-        self._nvml = _nvml_handle(torch.cuda.current_device()) if device == "cuda" else None
+        self._nvml = nvml_handle(torch.cuda.current_device()) if device == "cuda" else None
         self._readings: list[tuple[float, int]] = []
         self._calls: list[tuple[float, float]] = []
         self._stop = threading.Event()
@@ -93,7 +93,7 @@ def wait_idle(device: str, limit_s: float, gpus: int = 1) -> bool:
     a CPU or without NVML; False if a GPU stays busy for limit_s."""
     if device != "cuda":
         return True
-    handles = [h for h in (_nvml_handle(k) for k in range(gpus)) if h is not None]
+    handles = [h for h in (nvml_handle(k) for k in range(gpus)) if h is not None]
     if not handles:
         return True
     util, start = _Utilization(), time.perf_counter()

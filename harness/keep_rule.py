@@ -18,8 +18,9 @@ faster by more than the threshold, at the printed confidence). Where goals.json 
 candidate whose call is, at that confidence, no slower than the threshold and whose warm-up is
 shorter than the keeper's by that fraction is kept too. Anything else is reverted, with the
 reason on its row. A candidate that is the keeper's own source is a rerun, compared with its row.
-Where the preset has a memory clause (goals.json "memory_gb"), a candidate that failed it in its
-own fresh worker (harness/memory_limit.py: facts["memory_check"]) is never kept, however fast.
+Where the preset has a memory clause (goals.json "memory_gb") and the run was on a GPU, a
+candidate is kept only if it passed that clause in a fresh worker of its own
+(harness/memory_limit.py: facts["memory_check"]), however fast it is.
 
 Without a keeper measured beside it (its source is nowhere, --best-median names a figure, or
 another keep landed since it was measured: a wave) the candidate's own calls are compared with the
@@ -146,13 +147,14 @@ class Keeper:
 
 def judge(facts: dict[str, Any], metric: float, noise: float, better: str, keeper: Keeper | None, *,
           rerun_of: Keeper | None = None, figure: float | None = None,
-          warmup: tuple[float, float, float] | None = None) -> Verdict:
+          warmup: tuple[float, float, float] | None = None, memory_gb: float | None = None) -> Verdict:
     """The verdict on one measured candidate: the keep rule, in one place.
 
     facts: the candidate's (times_s, median_s, warmup_s; "paired" when its keeper ran beside it).
     keeper: the current keeper, None for a baseline. rerun_of: the keeper whose source the
     candidate is. figure: a metric to beat in place of the keeper's (--best-median). warmup: (the
-    candidate's warm-up s, the keeper's as recorded or None, goals.json warmup_gain), or None."""
+    candidate's warm-up s, the keeper's as recorded or None, goals.json warmup_gain), or None.
+    memory_gb: the preset's memory clause where it applies (a GPU run), or None."""
     if keeper is None and figure is None:
         return Verdict("baseline", "")
     if rerun_of is not None:
@@ -183,11 +185,20 @@ def judge(facts: dict[str, Any], metric: float, noise: float, better: str, keepe
     v = verdict(c, noise, warmup, name, why_unpaired)
     if not c.paired and facts.get("paired_error"):  # why it was not measured beside its keeper
         v = Verdict(v.status, f"{v.reason} ({facts['paired_error']})", c)
-    fit = facts.get("memory_check")
-    if v.status == "keep" and fit is not None and not fit["passed"]:
-        v = Verdict("revert", f"reverted: it does not run in {fit['gb']:g} GB of GPU memory, the preset's "
-                              f"memory_gb ({fit['reason']}); its speed alone: {v.reason}", c)
+    missed = _memory_missed(facts.get("memory_check"), memory_gb)
+    if v.status == "keep" and missed:
+        v = Verdict("revert", f"reverted: {missed}; on speed alone it would be {v.reason.removeprefix('kept: ')}", c)
     return v
+
+
+def _memory_missed(fit: dict[str, Any] | None, memory_gb: float | None) -> str:
+    """Why a candidate fails the preset's memory clause (harness/memory_limit.py), "" if it passed
+    or the preset has none."""
+    if memory_gb is None:
+        return ""
+    if fit is None or fit["gb"] != memory_gb:
+        return f"its run has no check of the preset's {memory_gb:g} GB memory clause"
+    return "" if fit["passed"] else f"it failed the {memory_gb:g} GB memory clause ({fit['reason']})"
 
 
 # --- from results.tsv rows and records to judge()'s arguments ------------------------------------
@@ -241,5 +252,7 @@ def judge_record(rec: dict[str, Any], goals: dict[str, Any], best: dict[str, Any
     facts = rec["facts"]
     of = None if figure is not None else rerun_of(rec["candidate_sha"], best, current)
     warm = None if figure is not None else warmup_tie(goals, facts, current, records)
+    preset = goals.presets.get(rec.get("preset"))
+    memory_gb = preset.memory_gb if preset is not None and rec.get("device") == "cuda" else None
     return judge(facts, rec["metric"], goals.noise, goals.better, keeper_of(current),
-                 rerun_of=keeper_of(of), figure=figure, warmup=warm)
+                 rerun_of=keeper_of(of), figure=figure, warmup=warm, memory_gb=memory_gb)

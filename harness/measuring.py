@@ -60,7 +60,8 @@ class Measuring:
         def start() -> None:
             facts["boundary_s"] = statistics.median(self._round_trip("calibrate", self.bench_x)[0]
                                                     for _ in range(CALIBRATIONS))
-            example = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), self.device)
+            # made on the CPU: under a memory limit nothing here may allocate on the GPU (memory_limit.py)
+            example = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), "cpu")
             self.inp.tensor.copy_(example.to(self.bench_x.dtype))
             _common.sync(self.device)
             self._busy.__enter__()  # its thread starts before any candidate code runs

@@ -6,8 +6,8 @@ reports what it likes. So where a preset names `"memory_gb": N` (goals.json), th
 ask: it holds all but N GB of each GPU of the preset itself (a ballast: memory allocated in this
 process, which the sandboxed worker can neither see nor free), then starts a fresh worker of the
 candidate, which must build and pass the gate on every call (verify's calls, fresh inputs) in
-what is left. N counts everything the worker holds: its CUDA context, the allocator's cache, its
-compilers' workspaces. A 24 GB card has more than 24 GB (10^9 bytes) free, so "fits in 24" is
+what is left. N counts everything the worker allocates: its CUDA context, the allocator's cache,
+its compilers' workspaces (not the input and output buffers the harness shares with it). A 24 GB card has more than 24 GB (10^9 bytes) free, so "fits in 24" is
 the stricter claim. The timed calls run with the whole GPU: a candidate that reads the free
 memory and takes a leaner path when it is short fits here with a speed it has only on a large
 card (README's limits say so).
@@ -18,17 +18,22 @@ verify --memory-gb (a person's question: would it fit my card?).
 
 from __future__ import annotations
 
+import ctypes
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from harness import busy
 from harness._common import SetupError
 
 GB = 1e9
 CHECK_CALLS = 2            # a build and two checked calls (the second shows the first left nothing behind)
 SLACK_BYTES = 64 << 20     # what a ballast may miss its mark by (the allocator rounds to 2 MiB pages)
+ALONE_WAIT_S = 10.0        # how long a GPU may take to drop the context of a worker that just exited
+NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE = 0, 7
 
 
 class NotEnoughMemory(SetupError):
@@ -47,31 +52,77 @@ class MemoryCheck:
 
 
 class Ballast:
-    """Hold all but `gb` GB of each of `gpus` GPUs in this process, until closed."""
+    """Hold all but `gb` GB of each of `gpus` GPUs in this process, until released.
+
+    Only while this process is alone on those GPUs: memory another process holds now could be
+    freed after the ballast is taken (a background run the agent started, another tenant) and
+    would then be the worker's too. NVML counts the processes with a context on a GPU; where it
+    cannot (no NVML), that is left unchecked."""
 
     def __init__(self, gpus: int, gb: float) -> None:
         self.gpus, self.gb = gpus, gb
         self.held: list[torch.Tensor] = []
 
-    def __enter__(self) -> "Ballast":
+    def take(self) -> "Ballast":
         try:
             for i in range(self.gpus):
-                free, _ = torch.cuda.mem_get_info(i)
-                extra = free - int(self.gb * GB)
-                if extra < 0:
-                    raise NotEnoughMemory(f"cuda:{i} has {free / GB:.1f} GB free, less than the {self.gb:g} GB to leave")
-                self.held.append(torch.empty(extra, dtype=torch.uint8, device=f"cuda:{i}"))
-                left, _ = torch.cuda.mem_get_info(i)
-                if abs(left - self.gb * GB) > SLACK_BYTES:  # the driver took what we asked, or the check means nothing
-                    raise NotEnoughMemory(f"cuda:{i}: a ballast left {left / GB:.2f} GB free, not {self.gb:g} GB")
+                self._hold(i)
         except BaseException:
-            self.__exit__()
+            self.release()
             raise
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def _hold(self, i: int) -> None:
+        free, _ = torch.cuda.mem_get_info(i)  # this process's context on GPU i exists from here on
+        others = _wait_alone(i)
+        if others:
+            raise NotEnoughMemory(f"cuda:{i}: {others} other process(es) hold a context on it; a memory limit "
+                                  "needs the GPU to itself (what they free later would be the worker's)")
+        extra = free - int(self.gb * GB)
+        if extra < 0:
+            raise NotEnoughMemory(f"cuda:{i} has {free / GB:.1f} GB free, less than the {self.gb:g} GB to leave")
+        try:
+            self.held.append(torch.empty(extra, dtype=torch.uint8, device=f"cuda:{i}"))
+        except torch.OutOfMemoryError:  # something took memory since mem_get_info: the machine's, not the candidate's
+            raise NotEnoughMemory(f"cuda:{i}: free memory fell while the ballast was taken") from None
+        left, _ = torch.cuda.mem_get_info(i)
+        if abs(left - self.gb * GB) > SLACK_BYTES:  # the driver took what we asked, or the check means nothing
+            raise NotEnoughMemory(f"cuda:{i}: a ballast left {left / GB:.2f} GB free, not {self.gb:g} GB")
+
+    def release(self) -> None:
         self.held.clear()
         torch.cuda.empty_cache()
+
+    def __enter__(self) -> "Ballast":
+        return self.take()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def _wait_alone(i: int, limit_s: float = ALONE_WAIT_S) -> int:
+    """How many processes besides this one hold a context on GPU i, after waiting up to limit_s
+    for a worker that just exited to let go of its own; 0 where NVML cannot tell."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        others = _contexts(i) - 1
+        if others <= 0 or time.monotonic() >= deadline:
+            return max(others, 0)
+        time.sleep(0.2)
+
+
+def _contexts(i: int) -> int:
+    """NVML's count of compute processes on GPU i (this one included), 1 where it cannot tell."""
+    nvml = busy.nvml_handle(i)
+    if nvml is None:
+        return 1
+    lib, handle = nvml
+    processes = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)  # drivers from R510 on
+    if processes is None:
+        return 1
+    count = ctypes.c_uint(0)  # asked with no room for their details, NVML says how many there are
+    rc = processes(handle, ctypes.byref(count), None)
+    return int(count.value) if rc in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE) else 1
 
 
 def check(candidate: Path | str, preset: str, gb: float, **options: Any) -> MemoryCheck:

@@ -88,6 +88,7 @@ def _base64(v: Any) -> bool:
 RECORD_FIELDS: dict[str, Any] = {
     "desc": lambda v: _text(v) and v.strip() != "",
     "preset": _text,  # and a preset of goals.json: validate_record
+    "device": _optional(lambda v: v in ("cpu", "cuda")),  # the keep rule's memory clause applies on "cuda"
     "outcome": lambda v: v in OUTCOMES,
     "frozen_hash": lambda v: isinstance(v, str) and bool(HEX.match(v)),
     "timestamp": _text,

@@ -165,6 +165,12 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
     from harness.alternate import measure_pair, started  # lazy: --apply and --help need no torch
     from harness.session import Session
 
+    options = {"unsandboxed": a.unsandboxed, "timeout": a.timeout}
+    try:  # first, while no other worker is alive (harness/memory_limit.py)
+        fits = memory_check(goals, preset, device, cand, options)
+    except _common.SetupError as e:
+        raise Refused(str(e)) from None
+
     def new_rec(path: Path, desc: str, is_baseline: bool) -> dict[str, Any]:
         return {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": records.utc_now(),
                 "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "profile": None,
@@ -194,9 +200,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
     base_desc = BASELINE_DESC + (BASELINE_ON_ONE.format(ranks=ranks) if ranks > 1 else "")
     recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(cand, a.desc, False)]
     figure = None if first else a.best_median
-    options = {"unsandboxed": a.unsandboxed, "timeout": a.timeout}
     try:
-        fits = memory_check(goals, preset, device, cand, options)
         if keeper is None:
             with Session(cand, preset, device, **options) as s:
                 fill(recs[-1], s, s.measure(want_frame=True))
@@ -217,7 +221,8 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
     return recs
 
 
-def memory_check(goals: dict[str, Any], preset: str, device: str, cand: Path, options: dict[str, Any]) -> Any:
+def memory_check(goals: dict[str, Any], preset: str, device: str, cand: Path,
+                 options: dict[str, Any]) -> "memory_limit.MemoryCheck | None":
     """The preset's memory clause (harness/memory_limit.py), checked before the timed pair while
     no other worker is alive; None where the preset has none or there is no GPU to hold it on."""
     gb = goals.presets[preset].memory_gb

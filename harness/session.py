@@ -104,6 +104,9 @@ class Session(Measuring):
         self.calls_made = 0
         self.used: set[int] = set()
         self.assets_from = assets_from  # a session beside this one (alternate.py): its inputs and references
+        if memory_gb is not None and _common.reference_follows_output(self.adapter):
+            raise _common.SetupError(f"a memory limit needs references made beforehand; {self.goals['adapter']} "
+                                     "computes each call's in this process, which would take from the worker's share")
         if memory_gb is not None and self.device != "cuda":
             raise _common.SetupError("a memory limit (--memory-gb, a preset's memory_gb) needs a GPU")
         self.memory_gb = memory_gb      # the GB the worker finds free on each GPU (harness/memory_limit.py)
@@ -157,7 +160,7 @@ class Session(Measuring):
         }
         if self.memory_gb is not None:  # all this process will hold is in place before the ballast
             self._load_private()
-            self.ballast = Ballast(self.ranks, self.memory_gb).__enter__()
+            self.ballast = Ballast(self.ranks, self.memory_gb).take()
         try:
             self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], worker_process.environment(self.goals, scratch),
                                         None if self.unsandboxed else self._view(), self.timeouts)
@@ -176,8 +179,9 @@ class Session(Measuring):
         if _common.reference_follows_output(self.adapter):
             self.frozen_model = other.frozen_model if other else self.adapter.load_model(self.device)
         self.bench_x, self.bench_ref = self.bench_x.to(self.device), self.bench_ref.to(self.device)
-        if self.memory_gb is not None:
+        if self.memory_gb is not None:  # a passing output, so that the compare takes its whole path
             for ref in [self.bench_ref] + [p["output"] for p in self.pool[:1]]:
+                self.private_out.copy_(ref)
                 self.adapter.compare(self.private_out, ref, self.goals["gate"])
 
     def await_ready(self) -> None:
@@ -199,7 +203,7 @@ class Session(Measuring):
     def __exit__(self, *exc: Any) -> None:
         self.stop_worker()
         if self.ballast is not None:
-            self.ballast.__exit__()
+            self.ballast.release()
             self.ballast = None
         for b in self.buffers:
             b.close()

@@ -29,7 +29,7 @@ def gpus(monkeypatch: pytest.MonkeyPatch):
 
     def script(*busy_until: float) -> None:
         nvml = ScriptedNVML(list(busy_until))
-        monkeypatch.setattr(busy, "_nvml_handle", lambda i: (nvml, i) if i < len(busy_until) else None)
+        monkeypatch.setattr(busy, "nvml_handle", lambda i: (nvml, i) if i < len(busy_until) else None)
     return script
 
 

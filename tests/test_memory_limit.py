@@ -27,21 +27,22 @@ def test_a_presets_memory_gb_is_a_positive_number(value) -> None:
     assert parse({"presets": {"full": {}}}, Path("goals.json")).presets["full"].memory_gb is None
 
 
-def _judge(memory_check: dict | None) -> keep_rule.Verdict:
+def _judge(memory_check: dict | None, memory_gb: float | None = 20.0) -> keep_rule.Verdict:
     """A candidate twice as fast as its keeper in every pair: a keep on speed alone."""
     facts = {"times_s": [1.0] * 6, "median_s": 1.0,
              "paired": {"keeper_sha": "ab12", "keeper_times_s": [2.0] * 6}}
     if memory_check is not None:
         facts["memory_check"] = memory_check
-    return keep_rule.judge(facts, 1.0, 0.01, "lower", keep_rule.Keeper("e001", "ab12", 2.0))
+    return keep_rule.judge(facts, 1.0, 0.01, "lower", keep_rule.Keeper("e001", "ab12", 2.0), memory_gb=memory_gb)
 
 
 def test_a_candidate_that_does_not_fit_is_never_kept() -> None:
-    assert _judge(None).status == "keep"
+    assert _judge(None, memory_gb=None).status == "keep"
     assert _judge({"gb": 20.0, "passed": True, "reason": ""}).status == "keep"
     v = _judge({"gb": 20.0, "passed": False, "reason": "crash: CUDA out of memory"})
     assert v.status == "revert", v
     assert "20 GB" in v.reason and "out of memory" in v.reason and "faster than e001" in v.reason, v.reason
+    assert "kept" not in v.reason, v.reason
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the limit applies")
@@ -76,3 +77,109 @@ def test_a_hidden_peak_does_not_fit(at_toy: Path) -> None:
     assert not fits.passed and "out of memory" in fits.reason.lower(), fits
     honest = memory_limit.check(at_toy / "optimize.py", "tiny", 4.0)
     assert honest.passed, honest
+
+
+def test_the_clause_is_required_where_it_applies() -> None:
+    """judge_record is the one place: a GPU record at a preset with memory_gb needs a passing check
+    at that N; a CPU record, or a preset without the clause, needs none."""
+    from harness.goals import parse
+
+    goals = parse({"presets": {"full": {"memory_gb": 24}, "tiny": {}}}, Path("goals.json"))
+    facts = {"times_s": [1.0] * 6, "median_s": 1.0, "paired": {"keeper_sha": "ab12", "keeper_times_s": [2.0] * 6}}
+    keeper = {"exp": "e001", "status": "keep", "candidate_sha": "ab12", "metric": 2.0}
+
+    def status(preset: str, device: str, fit: dict | None = None) -> keep_rule.Verdict:
+        rec = {"preset": preset, "device": device, "metric": 1.0, "candidate_sha": "cd34",
+               "facts": {**facts, **({"memory_check": fit} if fit else {})}}
+        return keep_rule.judge_record(rec, goals, keeper, keeper)
+
+    assert status("full", "cuda", {"gb": 24.0, "passed": True, "reason": ""}).status == "keep"
+    assert status("full", "cpu").status == "keep" and status("tiny", "cuda").status == "keep"
+    unchecked = status("full", "cuda")
+    assert unchecked.status == "revert" and "no check" in unchecked.reason, unchecked
+    other_n = status("full", "cuda", {"gb": 40.0, "passed": True, "reason": ""})
+    assert other_n.status == "revert" and "no check of the preset's 24 GB" in other_n.reason, other_n
+
+
+def test_apply_accepts_a_passing_check() -> None:
+    from harness.record_file import validate_record
+
+    rec = {"desc": "x", "preset": "full", "device": "cuda", "outcome": "measured", "frozen_hash": "ab12" * 4,
+           "timestamp": "t", "metric": 1.0, "metric_spread": 0.1, "source": "", "candidate_sha": "cd34" * 4,
+           "facts": {"median_s": 1.0, "memory_check": {"gb": 24.0, "passed": True, "reason": ""}}}
+    validate_record(rec, {"presets": {"full": {}}})
+
+
+class _ScriptedNVML:
+    """nvmlDeviceGetComputeRunningProcesses_v3 asked for a count only: `contexts` processes."""
+
+    def __init__(self, contexts: int) -> None:
+        self.contexts = contexts
+
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle, count, infos) -> int:  # noqa: N802 (NVML's name)
+        count._obj.value = self.contexts
+        return 7 if self.contexts else 0  # NVML_ERROR_INSUFFICIENT_SIZE: there are some
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch):
+    """A GPU with 80 GB free (torch.cuda scripted), and NVML counting `contexts` on it."""
+    from harness import busy, memory_limit
+
+    allocated: list[int] = []
+    real_empty = torch.empty
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i: (80_000_000_000 - sum(allocated), 80_000_000_000))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(memory_limit, "ALONE_WAIT_S", 0.0)
+    monkeypatch.setattr(memory_limit.time, "sleep", lambda s: None)
+
+    def fake_empty(n, dtype, device):
+        allocated.append(n)
+        return real_empty(0)
+
+    def with_contexts(contexts: int, empty=fake_empty):
+        monkeypatch.setattr(busy, "nvml_handle", lambda i: (_ScriptedNVML(contexts), i))
+        monkeypatch.setattr(memory_limit.torch, "empty", empty)
+        return allocated
+
+    return with_contexts
+
+
+def test_the_ballast_needs_the_gpu_to_itself(fake_gpu) -> None:
+    """What another process holds could be freed into the worker's share after the ballast."""
+    from harness.memory_limit import Ballast, NotEnoughMemory
+
+    fake_gpu(2)  # this process and one more
+    with pytest.raises(NotEnoughMemory, match="1 other process"):
+        Ballast(1, 24.0).take()
+    allocated = fake_gpu(1)
+    with Ballast(1, 24.0) as b:
+        assert allocated == [56_000_000_000] and len(b.held) == 1
+    assert b.held == []
+
+
+def test_a_ballast_that_cannot_be_taken_is_a_refusal(fake_gpu) -> None:
+    """The machine's failure, never the candidate's: a SetupError (run_experiment: refused, no row)."""
+    from harness._common import SetupError
+    from harness.memory_limit import Ballast
+
+    def oom(n, dtype, device):
+        raise torch.OutOfMemoryError("taken meanwhile")
+
+    fake_gpu(1, empty=oom)
+    with pytest.raises(SetupError, match="fell while the ballast was taken"):
+        Ballast(1, 24.0).take()
+    fake_gpu(1)
+    with pytest.raises(SetupError, match="less than the 90 GB"):
+        Ballast(1, 90.0).take()
+
+
+def test_no_limit_where_this_process_makes_the_references(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LLM target computes each call's reference here: under a ballast that would take from
+    the worker's N GB (or run this process out of memory and blame the candidate)."""
+    from harness import _common
+    from harness.session import Session
+
+    monkeypatch.setattr(_common, "reference_follows_output", lambda adapter: True)
+    with pytest.raises(_common.SetupError, match="references made beforehand"):
+        Session(None, "tiny", "cpu", memory_gb=4.0)
