@@ -18,7 +18,9 @@ verify --memory-gb (a person's question: would it fit my card?).
 
 from __future__ import annotations
 
+import argparse
 import ctypes
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -123,6 +125,14 @@ def _contexts(i: int) -> int:
     count = ctypes.c_uint(0)  # asked with no room for their details, NVML says how many there are
     rc = processes(handle, ctypes.byref(count), None)
     return int(count.value) if rc in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE) else 1
+
+
+def gb_argument(text: str) -> float:
+    """argparse's type for a command line's GB limit (verify --memory-gb, peers --free-gb)."""
+    value = float(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of GB")
+    return value
 
 
 def check(candidate: Path | str, preset: str, gb: float, **options: Any) -> MemoryCheck:

@@ -26,7 +26,6 @@ included, fits in N GB, whatever it reports about itself.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__in
 import torch  # noqa: E402
 
 from harness import _common  # noqa: E402
+from harness.memory_limit import gb_argument  # noqa: E402
 from harness.session import Session  # noqa: E402
 
 # The benchmark input and two fresh inputs (one with a strict-fp32 reference). bench and
@@ -86,13 +86,6 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of GB")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", help="preset name from goals.json (default: full on CUDA, tiny on CPU)")
@@ -100,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     ap.add_argument("--unsandboxed", action="store_true", help="run the candidate without a sandbox")
     ap.add_argument("--frames-out", type=Path, help="after a pass, save the worst frame and its reference here")
-    ap.add_argument("--memory-gb", type=_positive, help="leave the worker only this many GB free on each GPU")
+    ap.add_argument("--memory-gb", type=gb_argument, help="leave the worker only this many GB free on each GPU")
     args = ap.parse_args(argv)
     try:
         facts = check(args.candidate, args.preset, args.device, unsandboxed=args.unsandboxed,

@@ -35,7 +35,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from _probe import preset_shape  # noqa: E402
-from harness.memory_limit import Ballast  # noqa: E402
+from harness.memory_limit import Ballast, gb_argument  # noqa: E402
 from integrations import wan_dropin  # noqa: E402
 from model import LATENT_MEAN, LATENT_STD, load_vae  # noqa: E402
 
@@ -74,7 +74,7 @@ def measure(name: str, shape: str, make: Callable[[], Callable[[torch.Tensor], t
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     try:
-        with Ballast(1, free_gb) if free_gb else contextlib.nullcontext() as ballast:
+        with Ballast(1, free_gb) if free_gb is not None else contextlib.nullcontext() as ballast:
             held = sum(t.numel() for t in ballast.held) if ballast else 0
             return _measure(name, shape, make, latent, runs, reference, held)
     except torch.OutOfMemoryError:
@@ -119,7 +119,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--low-memory", action="store_true", help="also ours with the drop-in's low_memory=True")
     ap.add_argument("--only-ours", action="store_true", help="skip the peers but diffusers fp32 (the PSNR's reference)")
-    ap.add_argument("--free-gb", type=float, help="run each decoder but the reference with only this many GB free")
+    ap.add_argument("--free-gb", type=gb_argument, help="run each decoder but the reference with only this many GB free")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("peers: needs a CUDA GPU", file=sys.stderr)
@@ -171,7 +171,7 @@ def main() -> int:
 
     versions = (f"{torch.cuda.get_device_name()}; torch {torch.__version__}, CUDA {torch.version.cuda}, "
                 f"cuDNN {torch.backends.cudnn.version()}, diffusers {diffusers.__version__}")
-    limit = "" if not args.free_gb else f"; every decoder but the fp32 reference with {args.free_gb:g} GB of the GPU free"
+    limit = "" if args.free_gb is None else f"; every decoder but the fp32 reference with {args.free_gb:g} GB of the GPU free"
     lines = [f"Peers in one process ({versions}; synthetic weights, seeded latent, {args.runs} timed calls "
              f"after the first; PSNR against diffusers' fp32 decode{limit})", "",
              "| decoder | shape | median (s) | first call (s) | peak (GB) | PSNR (dB) | note |", "|---|---|---:|---:|---:|---:|---|"]
