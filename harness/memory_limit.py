@@ -7,8 +7,8 @@ ask: it holds all but N GB of each GPU of the preset itself (a ballast: memory a
 process, which the sandboxed worker can neither see nor free), then starts a fresh worker of the
 candidate, which must build and pass the gate on every call (verify's calls, fresh inputs) in
 what is left. N counts everything the worker allocates: its CUDA context, the allocator's cache,
-its compilers' workspaces (not the input and output buffers the harness shares with it). A 24 GB card has more than 24 GB (10^9 bytes) free, so "fits in 24" is
-the stricter claim. The timed calls run with the whole GPU: a candidate that reads the free
+its compilers' workspaces (not the input and output buffers the harness shares with it). A 24 GB
+card has more than 24 GB (10^9 bytes) free, so "fits in 24" is the stricter claim. The timed calls run with the whole GPU: a candidate that reads the free
 memory and takes a leaner path when it is short fits here with a speed it has only on a large
 card (README's limits say so).
 
@@ -75,11 +75,12 @@ class Ballast:
         return self
 
     def _hold(self, i: int) -> None:
-        free, _ = torch.cuda.mem_get_info(i)  # this process's context on GPU i exists from here on
+        torch.cuda.mem_get_info(i)  # this process's context on GPU i exists from here on: NVML counts it
         others = _wait_alone(i)
         if others:
             raise NotEnoughMemory(f"cuda:{i}: {others} other process(es) hold a context on it; a memory limit "
                                   "needs the GPU to itself (what they free later would be the worker's)")
+        free, _ = torch.cuda.mem_get_info(i)  # read after the wait: a context let go meanwhile freed memory
         extra = free - int(self.gb * GB)
         if extra < 0:
             raise NotEnoughMemory(f"cuda:{i} has {free / GB:.1f} GB free, less than the {self.gb:g} GB to leave")
@@ -137,9 +138,8 @@ def gb_argument(text: str) -> float:
 
 def check(candidate: Path | str, preset: str, gb: float, **options: Any) -> MemoryCheck:
     """A fresh worker of the candidate, sandboxed as always, with `gb` GB free on each GPU of the
-    preset: a build and CHECK_CALLS checked calls. Run with no other worker alive on those GPUs
-    (run_experiment runs it before the timed pair): memory a rival freed later would be the
-    candidate's to take."""
+    preset: a build and CHECK_CALLS checked calls. run_experiment runs it before the timed pair,
+    while no other worker is alive; the ballast refuses a GPU another process holds."""
     from harness.session import Session  # lazy: session imports this module's Ballast
 
     with Session(candidate, preset, "cuda", memory_gb=gb, **options) as s:

@@ -183,3 +183,25 @@ def test_no_limit_where_this_process_makes_the_references(at_toy: Path, monkeypa
     monkeypatch.setattr(_common, "reference_follows_output", lambda adapter: True)
     with pytest.raises(_common.SetupError, match="references made beforehand"):
         Session(None, "tiny", "cpu", memory_gb=4.0)
+
+
+def test_a_worker_that_lets_go_during_the_wait_is_not_a_refusal(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The previous worker's context goes while the ballast waits to be alone, and the memory it
+    held comes free with it: the ballast is sized from the free memory after the wait."""
+    from harness import busy
+    from harness.memory_limit import Ballast
+
+    allocated = fake_gpu(1)
+    nvml, departed = _ScriptedNVML(2), 5_000_000_000  # a worker of 5 GB still there at the first count
+
+    def count(handle, n, infos):
+        rc = _ScriptedNVML.nvmlDeviceGetComputeRunningProcesses_v3(nvml, handle, n, infos)
+        nvml.contexts = 1  # gone by the next count
+        return rc
+
+    nvml.nvmlDeviceGetComputeRunningProcesses_v3 = count
+    monkeypatch.setattr(busy, "nvml_handle", lambda i: (nvml, i))
+    monkeypatch.setattr(torch.cuda, "mem_get_info",
+                        lambda i: (80_000_000_000 - sum(allocated) - (departed if nvml.contexts > 1 else 0), 80_000_000_000))
+    with Ballast(1, 24.0):
+        assert allocated == [56_000_000_000]
