@@ -4,9 +4,8 @@ The stop rule asks whether the device is busy through a whole call. A profile ta
 worker cannot answer that honestly: the worker is the candidate, and a candidate can forge its own
 profile. So the harness samples NVML's GPU utilisation (the share of the driver's last sample
 period in which a kernel ran: no process can write the figure, though any can keep a kernel
-running to raise it) on a thread while
-the timed calls run, and keeps the readings whose whole period lies inside a call. NVML is the
-driver's own library (libnvidia-ml.so.1, shipped with every NVIDIA driver), reached through ctypes.
+running to raise it) on a thread while the timed calls run (harness/nvml.py), and keeps the
+readings whose whole period lies inside a call.
 On a CPU, or where NVML does not answer, there is no figure (None), and the stop rule says so.
 """
 
@@ -17,6 +16,8 @@ import statistics
 import threading
 import time
 
+from harness import nvml
+
 INTERVAL_S = 0.02   # how often the thread reads the counter
 PERIOD_S = 0.2      # NVML averages over its last sample period (1/6 s to 1 s): a reading taken this
                     # long after a call started covers none of the gap before it
@@ -24,21 +25,6 @@ PERIOD_S = 0.2      # NVML averages over its last sample period (1/6 s to 1 s): 
 
 class _Utilization(ctypes.Structure):
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
-
-
-def nvml_handle(device_index: int) -> tuple[ctypes.CDLL, ctypes.c_void_p] | None:
-    """NVML and the handle of the CUDA device `device_index` (found by its UUID), or None."""
-    try:
-        import torch
-
-        uuid = f"GPU-{torch.cuda.get_device_properties(device_index).uuid}"
-        lib = ctypes.CDLL("libnvidia-ml.so.1")
-        handle = ctypes.c_void_p()
-        if lib.nvmlInit_v2() != 0 or lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) != 0:
-            return None
-        return lib, handle
-    except (OSError, AttributeError, RuntimeError, AssertionError):  # torch: AssertionError for no such device
-        return None
 
 
 class BusySampler:
@@ -53,7 +39,7 @@ class BusySampler:
     def __init__(self, device: str) -> None:
         import torch
 
-        self._nvml = nvml_handle(torch.cuda.current_device()) if device == "cuda" else None
+        self._nvml = nvml.handle(torch.cuda.current_device()) if device == "cuda" else None
         self._readings: list[tuple[float, int]] = []
         self._calls: list[tuple[float, float]] = []
         self._stop = threading.Event()
@@ -93,7 +79,7 @@ def wait_idle(device: str, limit_s: float, gpus: int = 1) -> bool:
     a CPU or without NVML; False if a GPU stays busy for limit_s."""
     if device != "cuda":
         return True
-    handles = [h for h in (nvml_handle(k) for k in range(gpus)) if h is not None]
+    handles = [h for h in (nvml.handle(k) for k in range(gpus)) if h is not None]
     if not handles:
         return True
     util, start = _Utilization(), time.perf_counter()

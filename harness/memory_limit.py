@@ -28,14 +28,14 @@ from typing import Any
 
 import torch
 
-from harness import busy
+from harness import nvml
 from harness._common import SetupError
 
 GB = 1e9
 CHECK_CALLS = 2            # a build and two checked calls (the second shows the first left nothing behind)
 SLACK_BYTES = 64 << 20     # what a ballast may miss its mark by (the allocator rounds to 2 MiB pages)
 ALONE_WAIT_S = 10.0        # how long a GPU may take to drop the context of a worker that just exited
-NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE = 0, 7
+NVML_ERROR_INSUFFICIENT_SIZE = 7
 
 
 class NotEnoughMemory(SetupError):
@@ -116,16 +116,16 @@ def _wait_alone(i: int, limit_s: float = ALONE_WAIT_S) -> int:
 
 def _contexts(i: int) -> int:
     """NVML's count of compute processes on GPU i (this one included), 1 where it cannot tell."""
-    nvml = busy.nvml_handle(i)
-    if nvml is None:
+    found = nvml.handle(i)
+    if found is None:
         return 1
-    lib, handle = nvml
+    lib, handle = found
     processes = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)  # drivers from R510 on
     if processes is None:
         return 1
     count = ctypes.c_uint(0)  # asked with no room for their details, NVML says how many there are
     rc = processes(handle, ctypes.byref(count), None)
-    return int(count.value) if rc in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE) else 1
+    return int(count.value) if rc in (nvml.NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE) else 1
 
 
 def gb_argument(text: str) -> float:

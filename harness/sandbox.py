@@ -23,6 +23,10 @@ the harness's. What follows for the candidate:
   limited size (and /dev a fresh one of bwrap's), its only writable places, gone when it exits:
   nothing survives into the next experiment.
 - User: uid 0 inside maps to the harness's uid outside, with no capability over anything outside.
+- Devices: the driver's shared nodes (/dev/nvidiactl, the UVM ones) and the device node of each
+  GPU the worker is given (/dev/nvidiaN), not the host's other GPUs': on a host of several, a
+  candidate cannot borrow a second GPU for speed, slow a rival experiment on its GPU, or escape
+  the memory clause's ballast (CUDA lists only the GPUs whose node it can open).
 
 A worker group (a preset with "ranks", harness/worker_group.py) lives in one sandbox: the worker
 starts its other ranks itself, before any candidate code exists, so they are in these namespaces
@@ -51,7 +55,7 @@ NOT_INSTALLED = "bubblewrap is not installed (apt-get install bubblewrap)"
 NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
               "--unshare-cgroup-try")
 DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia-caps",
-           "/dev/dri")
+           "/dev/dri")  # every GPU's; a GPU's own node (/dev/nvidiaN) only where View.gpus names it
 
 
 class Unavailable(Exception):
@@ -64,12 +68,13 @@ class View:
     of what was in them (or in the scratch tmpfs), only the `visible` paths come back, read-only,
     each at the path it was given (its real path is what is bound, so a symlinked harness works);
     `hidden` paths (real paths) stay out, also inside a visible folder or anywhere else on the host.
-    Everything else is the host's, read-only."""
+    Of the GPUs, only those whose nodes `gpus` names are there. Everything else is the host's, read-only."""
 
     masked: list[Path]
     visible: list[Path]
     hidden: list[Path] = field(default_factory=list)
     chdir: Path | None = None
+    gpus: list[str] = field(default_factory=list)  # the device nodes (/dev/nvidiaN) of the GPUs it may use
 
 
 def bwrap() -> str | None:
@@ -154,7 +159,7 @@ def wrap(argv: list[str], view: View) -> tuple[list[str], list[int]]:
     fd = _filter_fd()
     if fd is not None:
         args += ["--seccomp", str(fd)]
-    for dev in DEVICES + tuple(str(p) for p in sorted(Path("/dev").glob("nvidia[0-9]*"))):
+    for dev in (*DEVICES, *view.gpus):
         args += ["--dev-bind-try", dev, dev]
     args += ["--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH, "--tmpfs", RUNTIME]
     masked = sorted({Path(os.path.abspath(m)) for m in view.masked}, key=lambda p: len(p.parts))

@@ -152,17 +152,18 @@ class Session(Measuring):
         if self.unsandboxed:
             self.scratch = Path(tempfile.mkdtemp(prefix="auto-optim-worker-"))
             scratch = str(self.scratch)
+        self.gpus = worker_process.gpus(self.device, self.ranks)
         worker_cfg = {
             "goals_path": str(_common.goals_path()), "device": self.device, "candidate": str(self.candidate),
             "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(), "ranks": self.ranks,
-            "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": worker_process.writable(scratch, self.ranks)}
+            "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": worker_process.writable(scratch, self.gpus.nodes, self.ranks)}
             if self.landlock_abi > 0 else None,
         }
         if self.memory_gb is not None:  # all this process will hold is in place before the ballast
             self._load_private()
             self.ballast = Ballast(self.ranks, self.memory_gb).take()
         try:
-            self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], worker_process.environment(self.goals, scratch),
+            self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], worker_process.environment(self.goals, scratch, self.gpus.uuids),
                                         None if self.unsandboxed else self._view(), self.timeouts)
         except Failed as e:
             raise _common.SetupError(f"the worker could not start: {e}") from None
@@ -198,7 +199,7 @@ class Session(Measuring):
         return [*_common.secret_paths(self.goals), signing.key_dir()]
 
     def _view(self) -> sandbox.View:
-        return worker_process.view(self.candidate, self._hidden())
+        return worker_process.view(self.candidate, self._hidden(), self.gpus.nodes)
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_worker()

@@ -9,11 +9,12 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness import _common
-from harness import replies, sandbox
+from harness import nvml, replies, sandbox
 from harness.channel import Channel, ChannelClosed
 from harness.process import Tail, become_subreaper, kill_tree
 
@@ -104,11 +105,36 @@ class WorkerProcess:
         self.chan.sock.close()
 
 
-def view(candidate: Path, hidden: list[Path]) -> sandbox.View:
+@dataclass(frozen=True)
+class Gpus:
+    """The GPUs a worker is given: CUDA devices 0..n-1 as the harness numbers them (a worker
+    group's rank k runs on the k-th), by UUID (the worker's CUDA_VISIBLE_DEVICES, the same GPUs
+    whatever CUDA numbers the ones it can open) and by device node (all the sandbox shows of them)."""
+
+    uuids: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+
+
+def gpus(device: str, count: int) -> Gpus:
+    """The first `count` CUDA devices of this process, none on a CPU. Refuses (SetupError) where
+    NVML cannot name a device's node: showing every GPU instead would let a candidate use one it
+    was not given."""
+    if device != "cuda":
+        return Gpus()
+    uuids = [nvml.device_uuid(k) for k in range(count)]
+    nodes = [nvml.device_node(k) for k in range(count)]
+    for k, (uuid, node) in enumerate(zip(uuids, nodes)):
+        if uuid is None or node is None:
+            raise _common.SetupError(f"cannot tell which /dev/nvidiaN is CUDA device {k} (NVML did not answer); "
+                                     "the sandbox shows a worker only the GPUs it is given")
+    return Gpus(uuids, nodes)
+
+
+def view(candidate: Path, hidden: list[Path], gpu_nodes: list[str]) -> sandbox.View:
     """The project as the worker sees it: its code (the Python modules and packages at the top of
     the repository and of the target's folder: the harness, the adapter and what it imports), the
     goals file, the assets minus the hidden ones, the candidate's folder and the interpreter's
-    paths; none of the records, locks, results or history."""
+    paths; none of the records, locks, results or history. Of the host's GPUs, those of gpu_nodes."""
     projects = [HARNESS.parent, _common.root()]
     code = [e for top in projects for e in sorted(top.iterdir()) if e.suffix == ".py" or (e / "__init__.py").is_file()]
     home = candidate.parent  # importable, as a script's folder is (a project's: its code above)
@@ -116,24 +142,27 @@ def view(candidate: Path, hidden: list[Path]) -> sandbox.View:
         code.append(home)
     python = {Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path) if p and os.path.isdir(p)}
     visible = [HARNESS, _common.goals_path(), _common.assets_dir(), *code, *python]
-    return sandbox.View(masked=projects, visible=visible, hidden=hidden, chdir=HARNESS.parent)
+    return sandbox.View(masked=projects, visible=visible, hidden=hidden, chdir=HARNESS.parent, gpus=gpu_nodes)
 
 
-def writable(scratch: str, ranks: int = 1) -> list[str]:
-    """What the worker may write (Landlock): its scratch folder and devices; a worker group's
-    ranks also /dev/shm (NCCL's buffers between processes: the sandbox's own, gone with it)."""
-    dev = [str(p) for p in Path("/dev").glob("nvidia*")] + ["/dev/null", "/dev/zero", "/dev/full"]
+def writable(scratch: str, gpu_nodes: list[str], ranks: int = 1) -> list[str]:
+    """What the worker may write (Landlock): its scratch folder and devices (of the GPUs, its own);
+    a worker group's ranks also /dev/shm (NCCL's buffers between processes: the sandbox's own, gone with it)."""
+    dev = [d for d in (*sandbox.DEVICES, *gpu_nodes) if "/dev/nvidia" in d] + ["/dev/null", "/dev/zero", "/dev/full"]
     return [scratch] + [d for d in dev if os.path.exists(d)] + (["/dev/shm"] if ranks > 1 else [])
 
 
-def environment(goals: Any, scratch: str) -> dict[str, str]:
+def environment(goals: Any, scratch: str, gpu_uuids: list[str]) -> dict[str, str]:
     """The parent's settings for the libraries the worker runs (WORKER_ENV: CUDA, torch, Triton,
-    threads, paths), none of its other variables (a person's API tokens, the harness's own), and
-    every cache in the scratch folder, gone with the worker: nothing it writes survives it."""
+    threads, paths), none of its other variables (a person's API tokens, the harness's own), its
+    GPUs by UUID, and every cache in the scratch folder, gone with the worker: nothing it writes
+    survives it."""
     named = WORKER_ENV | set(goals.get("worker_env", []))  # and what the target's model reads
     env = {k: v for k, v in os.environ.items() if k in named or k.startswith(WORKER_ENV_PREFIXES)}
     s = Path(scratch)
     env.update(TMPDIR=str(s), TRITON_CACHE_DIR=str(s / "triton"), TORCHINDUCTOR_CACHE_DIR=str(s / "inductor"),
                XDG_CACHE_HOME=str(s / "cache"), CUDA_CACHE_PATH=str(s / "nv"), MPLCONFIGDIR=str(s / "mpl"),
                PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    if gpu_uuids:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_uuids)
     return env

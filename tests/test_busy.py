@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import busy
+from harness import busy, nvml
 
 
 class ScriptedNVML:
@@ -28,8 +28,8 @@ def gpus(monkeypatch: pytest.MonkeyPatch):
     """Install a scripted NVML; returns a function that sets each GPU's busy time."""
 
     def script(*busy_until: float) -> None:
-        nvml = ScriptedNVML(list(busy_until))
-        monkeypatch.setattr(busy, "nvml_handle", lambda i: (nvml, i) if i < len(busy_until) else None)
+        scripted = ScriptedNVML(list(busy_until))
+        monkeypatch.setattr(nvml, "handle", lambda i: (scripted, i) if i < len(busy_until) else None)
     return script
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import torch
 
 from conftest import make_toy, use
 from harness.session import Session
@@ -664,3 +665,54 @@ def test_no_state_in_ipc_or_keyrings(at_toy: Path, tmp_path: Path) -> None:
     assert second["passed"], f"the second worker found the first one's state: {info(second).get('found')}"
     assert left == (-1, -1) or (left[0] < 0 and left[1] <= 0), \
         f"left on the host: SysV segment {left[0]}, keyring key {left[1]} (the cheater planted {info(first).get('planted')})"
+
+
+# --- 9: a GPU it was not given ---------------------------------------------------------------------
+
+def test_the_sandbox_shows_only_the_workers_gpus(tmp_path: Path) -> None:
+    """The bwrap command line binds the GPU nodes the view names and no other /dev/nvidiaN, even
+    where the host has them (faked here as files: CI has no GPU)."""
+    from harness import sandbox
+
+    if sandbox.bwrap() is None:
+        pytest.skip(sandbox.NOT_INSTALLED)
+    view = sandbox.View(masked=[], visible=[], gpus=["/dev/nvidia3"])
+    argv, fds = sandbox.wrap(["true"], view)
+    for fd in fds:
+        os.close(fd)
+    bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--dev-bind-try"]
+    assert [b for b in bound if re.fullmatch(r"/dev/nvidia\d+", b)] == ["/dev/nvidia3"], bound
+    assert "/dev/nvidiactl" in bound and "/dev/nvidia-uvm" in bound, bound
+
+
+def test_a_worker_is_given_its_gpus_by_uuid_and_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA devices 0..n-1 of the harness, named to the worker by UUID and shown by node; a GPU
+    whose node NVML cannot name is a refusal, never every GPU shown."""
+    from harness import _common, nvml, worker_process
+
+    nodes = {0: "/dev/nvidia5", 1: "/dev/nvidia2"}
+    monkeypatch.setattr(nvml, "device_uuid", lambda k: f"GPU-{k}aaa")
+    monkeypatch.setattr(nvml, "device_node", nodes.get)
+    assert worker_process.gpus("cpu", 1) == worker_process.Gpus()
+    two = worker_process.gpus("cuda", 2)
+    assert two.uuids == ["GPU-0aaa", "GPU-1aaa"] and two.nodes == ["/dev/nvidia5", "/dev/nvidia2"], two
+    env = worker_process.environment(_common.load_goals(), "/tmp", two.uuids)
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-0aaa,GPU-1aaa"
+    assert not [w for w in worker_process.writable("/tmp", two.nodes) if re.fullmatch(r"/dev/nvidia\d+", w)
+                and w not in two.nodes]
+    with pytest.raises(_common.SetupError, match="CUDA device 2"):
+        worker_process.gpus("cuda", 3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                    reason="needs a host of two GPUs or more")
+def test_another_gpu_is_out_of_reach(at_toy: Path) -> None:
+    """borrows_another_gpu on a host of several GPUs, given one: CUDA lists one GPU in the
+    sandbox, and /dev holds that GPU's node alone, so the decode stays where the harness put it."""
+    from harness import nvml
+
+    with Session(CHEATERS / "borrows_another_gpu.py", "tiny", "cuda") as s:
+        f = s.measure()
+    assert f["passed"], f["reason"]
+    own = nvml.device_node(0)
+    assert info(f)["gpus_seen"] == 1 and info(f)["gpu_nodes"] == [own.removeprefix("/dev/")], info(f)

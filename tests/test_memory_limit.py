@@ -124,7 +124,7 @@ class _ScriptedNVML:
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch):
     """A GPU with 80 GB free (torch.cuda scripted), and NVML counting `contexts` on it."""
-    from harness import busy, memory_limit
+    from harness import memory_limit, nvml
 
     allocated: list[int] = []
     real_empty = torch.empty
@@ -138,7 +138,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch):
         return real_empty(0)
 
     def with_contexts(contexts: int, empty=fake_empty):
-        monkeypatch.setattr(busy, "nvml_handle", lambda i: (_ScriptedNVML(contexts), i))
+        monkeypatch.setattr(nvml, "handle", lambda i: (_ScriptedNVML(contexts), i))
         monkeypatch.setattr(memory_limit.torch, "empty", empty)
         return allocated
 
@@ -188,20 +188,20 @@ def test_no_limit_where_this_process_makes_the_references(at_toy: Path, monkeypa
 def test_a_worker_that_lets_go_during_the_wait_is_not_a_refusal(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
     """The previous worker's context goes while the ballast waits to be alone, and the memory it
     held comes free with it: the ballast is sized from the free memory after the wait."""
-    from harness import busy
+    from harness import nvml
     from harness.memory_limit import Ballast
 
     allocated = fake_gpu(1)
-    nvml, departed = _ScriptedNVML(2), 5_000_000_000  # a worker of 5 GB still there at the first count
+    scripted, departed = _ScriptedNVML(2), 5_000_000_000  # a worker of 5 GB still there at the first count
 
     def count(handle, n, infos):
-        rc = _ScriptedNVML.nvmlDeviceGetComputeRunningProcesses_v3(nvml, handle, n, infos)
-        nvml.contexts = 1  # gone by the next count
+        rc = _ScriptedNVML.nvmlDeviceGetComputeRunningProcesses_v3(scripted, handle, n, infos)
+        scripted.contexts = 1  # gone by the next count
         return rc
 
-    nvml.nvmlDeviceGetComputeRunningProcesses_v3 = count
-    monkeypatch.setattr(busy, "nvml_handle", lambda i: (nvml, i))
+    scripted.nvmlDeviceGetComputeRunningProcesses_v3 = count
+    monkeypatch.setattr(nvml, "handle", lambda i: (scripted, i))
     monkeypatch.setattr(torch.cuda, "mem_get_info",
-                        lambda i: (80_000_000_000 - sum(allocated) - (departed if nvml.contexts > 1 else 0), 80_000_000_000))
+                        lambda i: (80_000_000_000 - sum(allocated) - (departed if scripted.contexts > 1 else 0), 80_000_000_000))
     with Ballast(1, 24.0):
         assert allocated == [56_000_000_000]

@@ -1,0 +1,51 @@
+"""NVML, the driver's own library (libnvidia-ml.so.1, shipped with every NVIDIA driver), reached
+through ctypes: what the harness asks the driver about a CUDA device rather than the worker (how
+busy it is, who holds a context on it, which device node it is). None where NVML does not answer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+NVML_SUCCESS = 0
+
+
+def handle(device_index: int) -> tuple[ctypes.CDLL, ctypes.c_void_p] | None:
+    """NVML and the handle of the CUDA device `device_index` as this process numbers it (found by
+    its UUID, so CUDA_VISIBLE_DEVICES is respected), or None."""
+    uuid = device_uuid(device_index)
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    found = ctypes.c_void_p()
+    if uuid is None or lib.nvmlInit_v2() != NVML_SUCCESS \
+            or lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(found)) != NVML_SUCCESS:
+        return None
+    return lib, found
+
+
+def device_uuid(device_index: int) -> str | None:
+    """The CUDA device's UUID as CUDA_VISIBLE_DEVICES and NVML write it (GPU-...), or None."""
+    try:
+        import torch
+
+        return f"GPU-{torch.cuda.get_device_properties(device_index).uuid}"
+    except (AttributeError, RuntimeError, AssertionError):  # torch: AssertionError for no such device
+        return None
+
+
+def device_node(device_index: int) -> str | None:
+    """The device node of the CUDA device (/dev/nvidiaN, N its minor number; a MIG slice's is its
+    GPU's), or None."""
+    found = handle(device_index)
+    if found is None:
+        return None
+    lib, dev = found
+    minor = ctypes.c_uint()
+    if lib.nvmlDeviceGetMinorNumber(dev, ctypes.byref(minor)) != NVML_SUCCESS:
+        parent = ctypes.c_void_p()
+        if lib.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(dev, ctypes.byref(parent)) != NVML_SUCCESS \
+                or lib.nvmlDeviceGetMinorNumber(parent, ctypes.byref(minor)) != NVML_SUCCESS:
+            return None
+    return f"/dev/nvidia{minor.value}"
