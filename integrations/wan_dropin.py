@@ -22,6 +22,9 @@ streaming decode (the same numbers the untiled decode gives).
 Our `model.WanVAE` is built from the pipeline's own weights, shared where they are fp32 on the
 device already (copied to fp32 otherwise); optimize.py must not write them, and the first call
 raises if it did. `optimize.build_decoder` runs lazily, once per latent shape and device.
+On CUDA the first build switches the caching allocator of the whole process to expandable
+segments (`optimize.use_expandable_segments`: without it the decode does not fit a 24 GB card);
+later allocations of the pipeline's own use them too.
 If the optimized path fails on CPU (a CUDA-only kernel, torch.compile without a compiler), the
 frozen model's own decode is used instead and a warning is logged once. On CUDA failures raise.
 
