@@ -102,4 +102,15 @@ if hasattr(m, "winograd_conv"):
         want = torch.nn.functional.conv3d(buf, wt, padding=(0, 1, 1))
         close(f"winograd_conv {co}x{hh}x{ww} cap={cap}", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)), want,
               tol=2e-4)
+# Winograd weights made by the kernel at each call (WinogradWeight with nothing kept) against the
+# float64 transform kept at build, odd channel counts (a partial block of output channels).
+if hasattr(m, "WinogradWeight"):
+    for co, ci in ((64, 32), (130, 48)):
+        wt = torch.randn(co, ci, 3, 3, 3, generator=g) / 40
+        m.WINOGRAD_KEPT_U_BYTES = 1 << 30
+        kept = m.WinogradWeight(wt, torch.float32)
+        m.WINOGRAD_KEPT_U_BYTES = 0
+        made = m.WinogradWeight(wt, torch.float32)
+        assert made.kept is None and kept.kept is not None
+        close(f"winograd weight made per call {co}x{ci}", made.u(), kept.u(), tol=1e-5)
 print("all kernels match")
