@@ -359,6 +359,57 @@ if triton is not None:
         _store_out_row(out_ptr, s20, s21, s22, s23, s24, s25, 2, t, ty, tx, H, W, inv_scale, cb, mask, CO)
         _store_out_row(out_ptr, s30, s31, s32, s33, s34, s35, 3, t, ty, tx, H, W, inv_scale, cb, mask, CO)
 
+    @triton.jit
+    def _gt(x0, x1, x2):
+        # G of F(4x4, 3x3) along one axis (the rows of _G below): three kernel taps -> six points.
+        s = x0 + x2
+        return (x0 * 0.25, -(s + x1) / 6, (x1 - s) / 6, x0 / 24 + x1 / 12 + x2 / 6, x0 / 24 - x1 / 12 + x2 / 6, x2)
+
+
+    @triton.jit
+    def _store_u_row(u_ptr, r0, r1, r2, a: tl.constexpr, row, K3, o, omask, CO, scale):
+        # Row a of G g, transformed along the other axis: transform points e = 6 a + b of U[e, row, o].
+        v0, v1, v2, v3, v4, v5 = _gt(r0, r1, r2)
+        base, step = (6 * a * K3 + row).to(tl.int64) * CO + o, K3.to(tl.int64) * CO
+        ty = u_ptr.dtype.element_ty
+        tl.store(u_ptr + base, (v0 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + step, (v1 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 2 * step, (v2 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 3 * step, (v3 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 4 * step, (v4 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 5 * step, (v5 * scale).to(ty), mask=omask)
+
+
+    @triton.jit
+    def _load_w(w_ptr, base, i: tl.constexpr, omask):
+        # Column j = 0, 1, 2 of kernel row i of one time tap, for each output channel of the block.
+        return (tl.load(w_ptr + base + 3 * i, mask=omask, other=0.0), tl.load(w_ptr + base + 3 * i + 1, mask=omask, other=0.0),
+                tl.load(w_ptr + base + 3 * i + 2, mask=omask, other=0.0))
+
+
+    @triton.jit
+    def _weight_transform(w_ptr, u_ptr, C, CO, scale, BLOCK_O: tl.constexpr):
+        # w: [CO, C, 3 (time), 3, 3] fp32; u: [36, 3 C, CO] with K index = time tap x C + channel,
+        # as winograd_weight lays it out. A program: input channel k, BLOCK_O output channels.
+        k = tl.program_id(0)
+        o = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
+        omask = o < CO
+        for t in tl.static_range(3):
+            base = (o * C + k).to(tl.int64) * 27 + t * 9
+            g00, g01, g02 = _load_w(w_ptr, base, 0, omask)
+            g10, g11, g12 = _load_w(w_ptr, base, 1, omask)
+            g20, g21, g22 = _load_w(w_ptr, base, 2, omask)
+            a0, a1, a2, a3, a4, a5 = _gt(g00, g10, g20)  # column 0 of G g, rows 0..5
+            b0, b1, b2, b3, b4, b5 = _gt(g01, g11, g21)
+            c0, c1, c2, c3, c4, c5 = _gt(g02, g12, g22)
+            row = t * C + k
+            _store_u_row(u_ptr, a0, b0, c0, 0, row, 3 * C, o, omask, CO, scale)
+            _store_u_row(u_ptr, a1, b1, c1, 1, row, 3 * C, o, omask, CO, scale)
+            _store_u_row(u_ptr, a2, b2, c2, 2, row, 3 * C, o, omask, CO, scale)
+            _store_u_row(u_ptr, a3, b3, c3, 3, row, 3 * C, o, omask, CO, scale)
+            _store_u_row(u_ptr, a4, b4, c4, 4, row, 3 * C, o, omask, CO, scale)
+            _store_u_row(u_ptr, a5, b5, c5, 5, row, 3 * C, o, omask, CO, scale)
+
 def _rows_block(c: int) -> int:
     return max(1, 4096 // c)
 
@@ -480,6 +531,10 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
 WINOGRAD_MIN_CHANNELS = 256  # input and output channels; narrower convs stay on cuDNN
 WINOGRAD_BYTES = 4 << 30  # V of one step; longer passes go a few frames at a time
 WINOGRAD_BLOCKS = {"input": (8, 64, 4), "output": (8, 64, 4)}  # tiles, channels, warps a program (probed)
+# U is 4x the conv's weights (36 points for 9 taps): 226 MB in fp16 for a 1024-channel conv, 3.6 GB
+# for the sixteen of them. A U larger than this is made from the model's fp32 weights by one
+# kernel at each call (~0.2 ms: 113 MB read, 226 MB written) instead of kept; smaller ones are kept.
+WINOGRAD_KEPT_U_BYTES = 128 << 20
 _G = ((1 / 4, 0.0, 0.0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6),
       (1 / 24, -1 / 12, 1 / 6), (0.0, 0.0, 1.0))
 
@@ -491,6 +546,23 @@ def winograd_weight(w: Tensor, dtype: torch.dtype) -> tuple[Tensor, float]:
     u = torch.einsum("ai,oktij,bj->abtko", g, w.double(), g).reshape(36, 3 * c, co)
     scale = 2.0 ** -torch.floor(torch.log2(u.abs().max())).item()  # max |U| into [1, 2)
     return (u * scale).to(dtype).contiguous(), 1.0 / scale
+
+
+class WinogradWeight:
+    """A wide conv's Winograd weights: U kept, or made from its fp32 weight w at each call."""
+
+    def __init__(self, w: Tensor, dtype: torch.dtype) -> None:
+        u, self.inv_scale = winograd_weight(w, dtype)
+        self.kept = u if u.numel() * u.element_size() <= WINOGRAD_KEPT_U_BYTES else None
+        self.w, self.dtype = w.float().contiguous(), dtype  # the model's own tensor when it is fp32 already
+
+    def u(self) -> Tensor:
+        if self.kept is not None:
+            return self.kept
+        co, c = self.w.shape[:2]
+        u = torch.empty(36, 3 * c, co, device=self.w.device, dtype=self.dtype)
+        _weight_transform[(c, triton.cdiv(co, 128))](self.w, u, c, co, 1.0 / self.inv_scale, BLOCK_O=128)
+        return u
 
 
 def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
@@ -665,14 +737,14 @@ class FastDecoder:
         self.in_channels["decoder.head.2"] = self.w.head_taps.shape[1]
         # The residual blocks' wide 3x3x3 convs as Winograd GEMMs (from the fp32 weights). Without
         # Triton kernels to run (plain CPU) they stay direct convs.
-        self.winograd: dict[str, tuple[Tensor, float]] = {}
+        self.winograd: dict[str, WinogradWeight] = {}
         wide = [] if winograd_min_channels is None else [
             name for name, w in self.w.conv.items() if ".residual." in name and w.shape[2:] == (3, 3, 3)
             and min(w.shape[:2]) >= winograd_min_channels and w.shape[0] % 64 == 0 and w.shape[1] % 64 == 0]
         for name in wide:
             w = vae.get_submodule(name).weight
             if not _on_torch(w):
-                self.winograd[name] = winograd_weight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype)
+                self.winograd[name] = WinogradWeight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype)
                 del self.w.conv[name]  # only its last tap is used directly (the first chunk)
         self.compiles: ForkedCompiles | None = None  # set by build_decoder, done after the first call
         self.dtype = dtype
@@ -715,7 +787,8 @@ class FastDecoder:
             assert buf.shape[2] == HISTORY + 1, "the first chunk is one latent frame at every stage"
             return F.conv2d(buf[:, :, HISTORY], self.w.last_tap[name], None, padding=pad_hw).unsqueeze(2)
         if name in self.winograd:
-            return winograd_conv(buf, *self.winograd[name])
+            weight = self.winograd[name]
+            return winograd_conv(buf, weight.u(), weight.inv_scale)
         return F.conv3d(buf, self.w.conv[name], None, padding=(0, pad_hw, pad_hw))
 
     def causal_input(self, name: str, x: Tensor, gamma: str | None = None, pre_bias: str | None = None) -> Tensor:
