@@ -16,11 +16,11 @@ def handle(device_index: int) -> tuple[ctypes.CDLL, ctypes.c_void_p] | None:
     uuid = device_uuid(device_index)
     try:
         lib = ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return None
-    found = ctypes.c_void_p()
-    if uuid is None or lib.nvmlInit_v2() != NVML_SUCCESS \
-            or lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(found)) != NVML_SUCCESS:
+        found = ctypes.c_void_p()
+        if uuid is None or lib.nvmlInit_v2() != NVML_SUCCESS \
+                or lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(found)) != NVML_SUCCESS:
+            return None
+    except (OSError, AttributeError):  # no NVML, or one without these calls
         return None
     return lib, found
 
@@ -36,16 +36,16 @@ def device_uuid(device_index: int) -> str | None:
 
 
 def device_node(device_index: int) -> str | None:
-    """The device node of the CUDA device (/dev/nvidiaN, N its minor number; a MIG slice's is its
-    GPU's), or None."""
+    """The device node of the CUDA device (/dev/nvidiaN, N its minor number), or None (also for a
+    MIG slice, which NVML does not find under a GPU- UUID)."""
     found = handle(device_index)
     if found is None:
         return None
     lib, dev = found
     minor = ctypes.c_uint()
-    if lib.nvmlDeviceGetMinorNumber(dev, ctypes.byref(minor)) != NVML_SUCCESS:
-        parent = ctypes.c_void_p()
-        if lib.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(dev, ctypes.byref(parent)) != NVML_SUCCESS \
-                or lib.nvmlDeviceGetMinorNumber(parent, ctypes.byref(minor)) != NVML_SUCCESS:
+    try:
+        if lib.nvmlDeviceGetMinorNumber(dev, ctypes.byref(minor)) != NVML_SUCCESS:
             return None
+    except AttributeError:
+        return None
     return f"/dev/nvidia{minor.value}"

@@ -23,8 +23,8 @@ the harness's. What follows for the candidate:
   limited size (and /dev a fresh one of bwrap's), its only writable places, gone when it exits:
   nothing survives into the next experiment.
 - User: uid 0 inside maps to the harness's uid outside, with no capability over anything outside.
-- Devices: the driver's shared nodes (/dev/nvidiactl, the UVM ones) and the device node of each
-  GPU the worker is given (/dev/nvidiaN), not the host's other GPUs': on a host of several, a
+- Devices: the driver's compute nodes (/dev/nvidiactl, the UVM ones) and the device node of each
+  GPU the worker is given (/dev/nvidiaN), not the host's other GPUs' nor the display's: on a host of several, a
   candidate cannot borrow a second GPU for speed, slow a rival experiment on its GPU, or escape
   the memory clause's ballast (CUDA lists only the GPUs whose node it can open).
 
@@ -54,8 +54,10 @@ SCRATCH_BYTES = 4 << 30     # its size limit (memory: a tmpfs): compiler caches 
 NOT_INSTALLED = "bubblewrap is not installed (apt-get install bubblewrap)"
 NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
               "--unshare-cgroup-try")
-DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia-caps",
-           "/dev/dri")  # every GPU's; a GPU's own node (/dev/nvidiaN) only where View.gpus names it
+# The driver's nodes CUDA needs, shared by every GPU; a GPU's own node (/dev/nvidiaN) only where
+# View.gpus names it. Not the display nodes (/dev/dri, /dev/nvidia-modeset: buffers in any GPU's
+# memory) nor /dev/nvidia-caps (every MIG slice's: a MIG slice is refused, harness/worker_process.py).
+DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 
 
 class Unavailable(Exception):

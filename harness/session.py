@@ -152,7 +152,7 @@ class Session(Measuring):
         if self.unsandboxed:
             self.scratch = Path(tempfile.mkdtemp(prefix="auto-optim-worker-"))
             scratch = str(self.scratch)
-        self.gpus = worker_process.gpus(self.device, self.ranks)
+        self.gpus = worker_process.gpus(self.device, self.ranks, sandboxed=not self.unsandboxed)
         worker_cfg = {
             "goals_path": str(_common.goals_path()), "device": self.device, "candidate": str(self.candidate),
             "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(), "ranks": self.ranks,

@@ -115,18 +115,21 @@ class Gpus:
     nodes: list[str] = field(default_factory=list)
 
 
-def gpus(device: str, count: int) -> Gpus:
-    """The first `count` CUDA devices of this process, none on a CPU. Refuses (SetupError) where
-    NVML cannot name a device's node: showing every GPU instead would let a candidate use one it
-    was not given."""
+def gpus(device: str, count: int, sandboxed: bool = True) -> Gpus:
+    """The first `count` CUDA devices of this process, none on a CPU; their nodes only for a
+    sandboxed worker. Refuses (SetupError) where NVML cannot name a device's node, or the node is
+    not there: showing every GPU instead would let a candidate use one it was not given."""
     if device != "cuda":
         return Gpus()
     uuids = [nvml.device_uuid(k) for k in range(count)]
-    nodes = [nvml.device_node(k) for k in range(count)]
-    for k, (uuid, node) in enumerate(zip(uuids, nodes)):
-        if uuid is None or node is None:
-            raise _common.SetupError(f"cannot tell which /dev/nvidiaN is CUDA device {k} (NVML did not answer); "
-                                     "the sandbox shows a worker only the GPUs it is given")
+    nodes = [nvml.device_node(k) for k in range(count)] if sandboxed else []
+    for k, uuid in enumerate(uuids):
+        if uuid is None:
+            raise _common.SetupError(f"CUDA device {k} has no UUID (torch.cuda.get_device_properties)")
+    for k, node in enumerate(nodes):
+        if node is None or not os.path.exists(node):
+            raise _common.SetupError(f"cannot tell which /dev/nvidiaN is CUDA device {k} ({node or 'NVML did not answer'}; "
+                                     "a MIG slice is not supported): the sandbox shows a worker only the GPUs it is given")
     return Gpus(uuids, nodes)
 
 

@@ -113,4 +113,11 @@ if hasattr(m, "WinogradWeight"):
         made = m.WinogradWeight(wt, torch.float32)
         assert made.kept is None and kept.kept is not None
         close(f"winograd weight made per call {co}x{ci}", made.u(), kept.u(), tol=1e-5)
+    # In fp16, as on the GPU: the kernel's fp32 sums and the float64 ones round to the same fp16
+    # value or to its neighbour (U is scaled into [1, 2), where fp16's step is 2^-10).
+    m.WINOGRAD_KEPT_U_BYTES = 1 << 30
+    kept = m.WinogradWeight(wt, torch.float16)
+    m.WINOGRAD_KEPT_U_BYTES = 0
+    made = m.WinogradWeight(wt, torch.float16)
+    close("winograd weight made per call, fp16", made.u().float(), kept.u().float(), tol=2 ** -10 + 1e-6)
 print("all kernels match")

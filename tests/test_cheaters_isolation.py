@@ -669,39 +669,51 @@ def test_no_state_in_ipc_or_keyrings(at_toy: Path, tmp_path: Path) -> None:
 
 # --- 9: a GPU it was not given ---------------------------------------------------------------------
 
-def test_the_sandbox_shows_only_the_workers_gpus(tmp_path: Path) -> None:
-    """The bwrap command line binds the GPU nodes the view names and no other /dev/nvidiaN, even
-    where the host has them (faked here as files: CI has no GPU)."""
+def test_the_sandbox_shows_only_the_workers_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bwrap command line binds the GPU nodes the view names, the driver's compute nodes, and
+    nothing else of the host's GPUs or display, even where the host has them (faked here: CI has
+    no GPU, and /dev is listed through a stand-in that names four GPUs and the display nodes)."""
     from harness import sandbox
 
     if sandbox.bwrap() is None:
         pytest.skip(sandbox.NOT_INSTALLED)
-    view = sandbox.View(masked=[], visible=[], gpus=["/dev/nvidia3"])
-    argv, fds = sandbox.wrap(["true"], view)
+    host = [Path(f"/dev/nvidia{k}") for k in range(4)] + [Path("/dev/nvidia-modeset"), Path("/dev/nvidia-caps"),
+                                                           Path("/dev/dri")]
+    real_glob, real_iterdir = Path.glob, Path.iterdir
+    monkeypatch.setattr(Path, "glob", lambda self, pat: iter(host) if self == Path("/dev") else real_glob(self, pat))
+    monkeypatch.setattr(Path, "iterdir", lambda self: iter(host) if self == Path("/dev") else real_iterdir(self))
+    argv, fds = sandbox.wrap(["true"], sandbox.View(masked=[], visible=[], gpus=["/dev/nvidia3"]))
     for fd in fds:
         os.close(fd)
     bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--dev-bind-try"]
-    assert [b for b in bound if re.fullmatch(r"/dev/nvidia\d+", b)] == ["/dev/nvidia3"], bound
-    assert "/dev/nvidiactl" in bound and "/dev/nvidia-uvm" in bound, bound
+    assert sorted(bound) == ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia3", "/dev/nvidiactl"], bound
 
 
 def test_a_worker_is_given_its_gpus_by_uuid_and_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    """CUDA devices 0..n-1 of the harness, named to the worker by UUID and shown by node; a GPU
-    whose node NVML cannot name is a refusal, never every GPU shown."""
+    """CUDA devices 0..n-1 of the harness, named to the worker by UUID and shown by node (only
+    those nodes are writable under Landlock); a GPU whose node NVML cannot name, or whose node is
+    not there, is a refusal, never every GPU shown. Unsandboxed, no node is needed."""
     from harness import _common, nvml, worker_process
 
-    nodes = {0: "/dev/nvidia5", 1: "/dev/nvidia2"}
+    nodes = {0: "/dev/nvidia5", 1: "/dev/nvidia2", 2: "/dev/nvidia7"}
     monkeypatch.setattr(nvml, "device_uuid", lambda k: f"GPU-{k}aaa")
-    monkeypatch.setattr(nvml, "device_node", nodes.get)
+    monkeypatch.setattr(nvml, "device_node", lambda k: nodes.get(k) if k != 3 else None)
+    real_exists = os.path.exists
+    monkeypatch.setattr(worker_process.os.path, "exists",
+                        lambda p: p in ("/dev/nvidia5", "/dev/nvidia2", "/dev/nvidia0", "/dev/nvidiactl") or real_exists(p))
     assert worker_process.gpus("cpu", 1) == worker_process.Gpus()
     two = worker_process.gpus("cuda", 2)
     assert two.uuids == ["GPU-0aaa", "GPU-1aaa"] and two.nodes == ["/dev/nvidia5", "/dev/nvidia2"], two
     env = worker_process.environment(_common.load_goals(), "/tmp", two.uuids)
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-0aaa,GPU-1aaa"
-    assert not [w for w in worker_process.writable("/tmp", two.nodes) if re.fullmatch(r"/dev/nvidia\d+", w)
-                and w not in two.nodes]
-    with pytest.raises(_common.SetupError, match="CUDA device 2"):
-        worker_process.gpus("cuda", 3)
+    written = worker_process.writable("/tmp", two.nodes)
+    assert "/dev/nvidia5" in written and "/dev/nvidia2" in written and "/dev/nvidia0" not in written, written
+    with pytest.raises(_common.SetupError, match="CUDA device 2 .*/dev/nvidia7"):
+        worker_process.gpus("cuda", 3)  # named, but not in /dev
+    assert worker_process.gpus("cuda", 4, sandboxed=False).nodes == []
+    del nodes[1]
+    with pytest.raises(_common.SetupError, match="CUDA device 1 .*NVML did not answer"):
+        worker_process.gpus("cuda", 2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
