@@ -103,10 +103,11 @@ class Ballast:
         self.release()
 
 
-def _wait_alone(i: int, limit_s: float = ALONE_WAIT_S) -> int:
-    """How many processes besides this one hold a context on GPU i, after waiting up to limit_s
-    for a worker that just exited to let go of its own; 0 where NVML cannot tell."""
-    deadline = time.monotonic() + limit_s
+def _wait_alone(i: int) -> int:
+    """How many processes besides this one hold a context on GPU i, after waiting up to
+    ALONE_WAIT_S (read at each call) for a worker that just exited to let go of its own; 0 where
+    NVML cannot tell."""
+    deadline = time.monotonic() + ALONE_WAIT_S
     while True:
         others = _contexts(i) - 1
         if others <= 0 or time.monotonic() >= deadline:

@@ -188,10 +188,11 @@ def test_no_limit_where_this_process_makes_the_references(at_toy: Path, monkeypa
 def test_a_worker_that_lets_go_during_the_wait_is_not_a_refusal(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
     """The previous worker's context goes while the ballast waits to be alone, and the memory it
     held comes free with it: the ballast is sized from the free memory after the wait."""
-    from harness import nvml
+    from harness import memory_limit, nvml
     from harness.memory_limit import Ballast
 
     allocated = fake_gpu(1)
+    monkeypatch.setattr(memory_limit, "ALONE_WAIT_S", 5.0)  # time to count again (sleep is a no-op here)
     scripted, departed = _ScriptedNVML(2), 5_000_000_000  # a worker of 5 GB still there at the first count
 
     def count(handle, n, infos):
