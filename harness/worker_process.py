@@ -116,13 +116,14 @@ class Gpus:
 
 
 def gpus(device: str, count: int, sandboxed: bool = True) -> Gpus:
-    """The first `count` CUDA devices of this process, none on a CPU; their nodes only for a
-    sandboxed worker. Refuses (SetupError) where NVML cannot name a device's node, or the node is
-    not there: showing every GPU instead would let a candidate use one it was not given."""
-    if device != "cuda":
+    """The first `count` CUDA devices of this process for a sandboxed worker; none on a CPU or
+    unsandboxed (that worker inherits the harness's CUDA_VISIBLE_DEVICES and sees every GPU).
+    Refuses (SetupError) where NVML cannot name a device's node, or the node is not there: showing
+    every GPU instead would let a candidate use one it was not given."""
+    if device != "cuda" or not sandboxed:
         return Gpus()
     uuids = [nvml.device_uuid(k) for k in range(count)]
-    nodes = [nvml.device_node(k) for k in range(count)] if sandboxed else []
+    nodes = [nvml.device_node(k) for k in range(count)]
     for k, uuid in enumerate(uuids):
         if uuid is None:
             raise _common.SetupError(f"CUDA device {k} has no UUID (torch.cuda.get_device_properties)")
