@@ -49,7 +49,7 @@ def peak_breakdown(snapshot: dict, candidate: str) -> tuple[int, int, dict[str, 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--candidate", default=str(ROOT / "optimize.py"))
-    ap.add_argument("--min-channels", type=int, nargs="+", default=[512])
+    ap.add_argument("--min-channels", type=int, nargs="+", help="default: the candidate's WINOGRAD_MIN_CHANNELS")
     ap.add_argument("--out")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -61,7 +61,7 @@ def main() -> None:
     z = torch.randn(1, 48, 31, 44, 80, generator=torch.Generator().manual_seed(1234)).cuda()
     lines = [f"# Peak memory probe ({torch.cuda.get_device_name()}, torch {torch.__version__}, synthetic weights, "
              "latent 1x48x31x44x80)", ""]
-    for min_c in args.min_channels:
+    for min_c in args.min_channels or [m.WINOGRAD_MIN_CHANNELS]:
         dec = m.FastDecoder(vae, torch.bfloat16, m.LATENT_FRAMES_PER_PASS, winograd_min_channels=min_c)
         dec(z)  # warm-up: cuDNN's search and Triton's compiles allocate too
         torch.cuda.synchronize()
