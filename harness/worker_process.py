@@ -152,7 +152,7 @@ def view(candidate: Path, hidden: list[Path], gpu_nodes: list[str]) -> sandbox.V
 def writable(scratch: str, gpu_nodes: list[str], ranks: int = 1) -> list[str]:
     """What the worker may write (Landlock): its scratch folder and devices (of the GPUs, its own);
     a worker group's ranks also /dev/shm (NCCL's buffers between processes: the sandbox's own, gone with it)."""
-    dev = [d for d in (*sandbox.DEVICES, *gpu_nodes) if "/dev/nvidia" in d] + ["/dev/null", "/dev/zero", "/dev/full"]
+    dev = [*sandbox.DEVICES, *gpu_nodes, "/dev/null", "/dev/zero", "/dev/full"]
     return [scratch] + [d for d in dev if os.path.exists(d)] + (["/dev/shm"] if ranks > 1 else [])
 
 
