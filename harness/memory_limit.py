@@ -19,7 +19,6 @@ verify --memory-gb (a person's question: would it fit my card?).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -35,7 +34,6 @@ GB = 1e9
 CHECK_CALLS = 2            # a build and two checked calls (the second shows the first left nothing behind)
 SLACK_BYTES = 64 << 20     # what a ballast may miss its mark by (the allocator rounds to 2 MiB pages)
 ALONE_WAIT_S = 10.0        # how long a GPU may take to drop the context of a worker that just exited
-NVML_ERROR_INSUFFICIENT_SIZE = 7
 
 
 class NotEnoughMemory(SetupError):
@@ -109,24 +107,10 @@ def _wait_alone(i: int) -> int:
     NVML cannot tell."""
     deadline = time.monotonic() + ALONE_WAIT_S
     while True:
-        others = _contexts(i) - 1
+        others = nvml.processes(i) - 1
         if others <= 0 or time.monotonic() >= deadline:
             return max(others, 0)
         time.sleep(0.2)
-
-
-def _contexts(i: int) -> int:
-    """NVML's count of compute processes on GPU i (this one included), 1 where it cannot tell."""
-    found = nvml.handle(i)
-    if found is None:
-        return 1
-    lib, handle = found
-    processes = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)  # drivers from R510 on
-    if processes is None:
-        return 1
-    count = ctypes.c_uint(0)  # asked with no room for their details, NVML says how many there are
-    rc = processes(handle, ctypes.byref(count), None)
-    return int(count.value) if rc in (nvml.NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE) else 1
 
 
 def gb_argument(text: str) -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 
-NVML_SUCCESS = 0
+NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE = 0, 7
 
 
 def handle(device_index: int) -> tuple[ctypes.CDLL, ctypes.c_void_p] | None:
@@ -49,3 +49,18 @@ def device_node(device_index: int) -> str | None:
     except AttributeError:
         return None
     return f"/dev/nvidia{minor.value}"
+
+
+def processes(device_index: int) -> int:
+    """How many processes hold a compute context on the CUDA device (this one included, once it
+    has one); 1 where NVML cannot tell."""
+    found = handle(device_index)
+    if found is None:
+        return 1
+    lib, dev = found
+    running = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)  # drivers from R510 on
+    if running is None:
+        return 1
+    count = ctypes.c_uint(0)  # asked with no room for their details, NVML says how many there are
+    rc = running(dev, ctypes.byref(count), None)
+    return int(count.value) if rc in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE) else 1
