@@ -48,7 +48,6 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -323,44 +322,27 @@ if triton is not None:
 
 
     @triton.jit
-    def _store_px(y, t, ty, tx, i: tl.constexpr, j: tl.constexpr, H, W, inv_scale, cb, mask, CO, bias,
-                  skip_ptr, out_ptr, gamma_ptr, normed_ptr, HAS_SKIP: tl.constexpr, KEEP: tl.constexpr,
-                  NORM: tl.constexpr):
-        # Output pixel (4 ty + i, 4 tx + j) of frame t through the conv's epilogue (see Epilogue).
+    def _store_px(out_ptr, y, t, ty, tx, i: tl.constexpr, j: tl.constexpr, H, W, inv_scale, cb, mask, CO):
         y_px, x_px = 4 * ty + i, 4 * tx + j  # where H or W is not a multiple of 4, the last tiles stick out
         offs = ((t * H + y_px) * W + x_px).to(tl.int64)[:, None] * CO + cb[None, :]
         ok = mask & ((y_px < H) & (x_px < W))[:, None]
-        y = y * inv_scale + bias[None, :]
-        if HAS_SKIP:
-            y += tl.load(skip_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-        y = y.to(out_ptr.dtype.element_ty)  # the norm reads the value as stored, as the unfused path does
-        if KEEP:
-            tl.store(out_ptr + offs, y, mask=ok)
-        if NORM:  # cb spans all CO channels: the norm is over a pixel's channels
-            _store_norm_silu(y.to(tl.float32), gamma_ptr, normed_ptr, offs, ok, cb)
+        tl.store(out_ptr + offs, (y * inv_scale).to(out_ptr.dtype.element_ty), mask=ok)
 
 
     @triton.jit
-    def _store_out_row(s0, s1, s2, s3, s4, s5, i: tl.constexpr, t, ty, tx, H, W, inv_scale, cb, mask, CO, bias,
-                       skip_ptr, out_ptr, gamma_ptr, normed_ptr, HAS_SKIP: tl.constexpr, KEEP: tl.constexpr,
-                       NORM: tl.constexpr):
+    def _store_out_row(out_ptr, s0, s1, s2, s3, s4, s5, i: tl.constexpr, t, ty, tx, H, W, inv_scale, cb, mask, CO):
         # Output row i of each tile: A^T along the columns of row i of (A^T M).
         y0, y1, y2, y3 = _at(s0, s1, s2, s3, s4, s5)
-        _store_px(y0, t, ty, tx, i, 0, H, W, inv_scale, cb, mask, CO, bias, skip_ptr, out_ptr, gamma_ptr,
-                  normed_ptr, HAS_SKIP, KEEP, NORM)
-        _store_px(y1, t, ty, tx, i, 1, H, W, inv_scale, cb, mask, CO, bias, skip_ptr, out_ptr, gamma_ptr,
-                  normed_ptr, HAS_SKIP, KEEP, NORM)
-        _store_px(y2, t, ty, tx, i, 2, H, W, inv_scale, cb, mask, CO, bias, skip_ptr, out_ptr, gamma_ptr,
-                  normed_ptr, HAS_SKIP, KEEP, NORM)
-        _store_px(y3, t, ty, tx, i, 3, H, W, inv_scale, cb, mask, CO, bias, skip_ptr, out_ptr, gamma_ptr,
-                  normed_ptr, HAS_SKIP, KEEP, NORM)
+        _store_px(out_ptr, y0, t, ty, tx, i, 0, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, y1, t, ty, tx, i, 1, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, y2, t, ty, tx, i, 2, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, y3, t, ty, tx, i, 3, H, W, inv_scale, cb, mask, CO)
 
 
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "rows_total", "H", "W", "inv_scale"])
-    def _output_transform(m_ptr, bias_ptr, skip_ptr, out_ptr, gamma_ptr, normed_ptr, tiles_w, tiles, rows_total,
-                          H, W, inv_scale, CO, HAS_SKIP: tl.constexpr, KEEP: tl.constexpr, NORM: tl.constexpr,
+    def _output_transform(m_ptr, out_ptr, tiles_w, tiles, rows_total, H, W, inv_scale, CO,
                           BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-        # m: [36, T x tiles, CO] (fp16 on CUDA); skip, out, normed: [T, H, W, CO]. Row r = (frame t, tile).
+        # m: [36, T x tiles, CO] (fp16 on CUDA); out: [T, H, W, CO]. Row r = (frame t, tile).
         r = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
         mask = (r < rows_total)[:, None]
@@ -372,15 +354,10 @@ if triton is not None:
         s05, s15, s25, s35 = _at_col(m_ptr, 5, r, rows_total, cb, mask, CO)
         t, p = r // tiles, r % tiles
         ty, tx = p // tiles_w, p % tiles_w
-        bias = tl.load(bias_ptr + cb)
-        _store_out_row(s00, s01, s02, s03, s04, s05, 0, t, ty, tx, H, W, inv_scale, cb, mask, CO, bias, skip_ptr,
-                       out_ptr, gamma_ptr, normed_ptr, HAS_SKIP, KEEP, NORM)
-        _store_out_row(s10, s11, s12, s13, s14, s15, 1, t, ty, tx, H, W, inv_scale, cb, mask, CO, bias, skip_ptr,
-                       out_ptr, gamma_ptr, normed_ptr, HAS_SKIP, KEEP, NORM)
-        _store_out_row(s20, s21, s22, s23, s24, s25, 2, t, ty, tx, H, W, inv_scale, cb, mask, CO, bias, skip_ptr,
-                       out_ptr, gamma_ptr, normed_ptr, HAS_SKIP, KEEP, NORM)
-        _store_out_row(s30, s31, s32, s33, s34, s35, 3, t, ty, tx, H, W, inv_scale, cb, mask, CO, bias, skip_ptr,
-                       out_ptr, gamma_ptr, normed_ptr, HAS_SKIP, KEEP, NORM)
+        _store_out_row(out_ptr, s00, s01, s02, s03, s04, s05, 0, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s10, s11, s12, s13, s14, s15, 1, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s20, s21, s22, s23, s24, s25, 2, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s30, s31, s32, s33, s34, s35, 3, t, ty, tx, H, W, inv_scale, cb, mask, CO)
 
     @triton.jit
     def _gt(x0, x1, x2):
@@ -533,26 +510,6 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
 
 
 
-class Epilogue(NamedTuple):
-    """What a residual conv's output goes through before anything reads it: + bias (fp32),
-    + skip (the block's shortcut) when given; returned when keep; and when norm = (gamma, dest),
-    SiLU(RMS-norm(.) gamma) written into dest, the next conv's input frames. The Winograd output
-    transform does it as it writes each pixel (the conv's raw output never reaches memory); after a
-    cuDNN conv, apply_epilogue does it in one more kernel."""
-    bias: Tensor
-    skip: Tensor | None = None
-    norm: tuple[Tensor, Tensor] | None = None
-    keep: bool = True
-
-
-def apply_epilogue(conv_out: Tensor, then: Epilogue) -> Tensor | None:
-    if then.skip is not None:
-        return residual_sum(conv_out, then.bias, then.skip, then.norm, keep_sum=then.keep)
-    assert then.norm is not None and not then.keep, "without a skip, an epilogue only feeds the next norm"
-    norm_silu(conv_out, then.norm[0], then.bias, then.norm[1])
-    return None
-
-
 # --------------------------------------------------------------------------- Winograd convs
 # A causal 3x3x3 conv (spatial padding 1) over its input buffer [T + 2 frames, H, W, C] as
 # Winograd F(4x4, 3x3): each 6x6 input patch (stride 4) becomes 36 values V = B^T d B, the output
@@ -608,38 +565,19 @@ class WinogradWeight:
         return u
 
 
-def _frame_rows(x: Tensor | None, b: int, t: int) -> Tensor | None:
-    """Frame t of batch element b as the [H, W, C] rows a kernel indexes (channels-last)."""
-    if x is None:
-        return None
-    rows = x[b, :, t].permute(1, 2, 0)
-    assert rows.is_contiguous(), "a kernel's frame must be channels-last rows"
-    return rows
-
-
-def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, then: Epilogue | None = None) -> Tensor | None:
-    """The causal conv of buf [N, C, T + 2, H, W] (channels-last-3d) -> [N, Co, T, H, W], passed
-    through `then` by the output transform (None: the conv's output as it is)."""
+def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
+    """The causal conv of buf [N, C, T + 2, H, W] (channels-last-3d) -> [N, Co, T, H, W]."""
     n, c, tb, h, w = buf.shape
     t, co = tb - HISTORY, u.shape[2]
-    if then is None:
-        then = Epilogue(torch.zeros(co, device=buf.device))
     tiles_w = (w + 3) // 4
     tiles = (h + 3) // 4 * tiles_w
-    out = torch.empty(n, co, t, h, w, device=buf.device, dtype=buf.dtype, memory_format=CL) if then.keep else None
+    out = torch.empty(n, co, t, h, w, device=buf.device, dtype=buf.dtype, memory_format=CL)
     # V holds a step's input frames, each transformed once; M one output frame.
     frame_bytes = 36 * tiles * c * u.element_size()
     step = max(1, min(t, WINOGRAD_BYTES // frame_bytes - HISTORY))
     v_flat = torch.empty(36 * tiles * (step + HISTORY) * c, device=buf.device, dtype=u.dtype)
     m = torch.empty(36, tiles, co, device=buf.device, dtype=u.dtype)
-    in_p, in_c, in_warps = WINOGRAD_BLOCKS["input"]
-    # The norm needs all of a pixel's channels in one program: as many tiles as keep its size.
-    out_p, out_c, out_warps = WINOGRAD_BLOCKS["output"]
-    if then.norm is not None:
-        size = out_p * out_c  # values of one transform point a program holds
-        out_p, out_c = max(1, size // co), co
-        out_warps = out_warps * out_p * co // size
-    gamma, dest = then.norm if then.norm is not None else (None, None)
+    (in_p, in_c, in_warps), (out_p, out_c, out_warps) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
     for b in range(n):
         for t0 in range(0, t, step):
             f = min(step, t - t0)
@@ -653,13 +591,10 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, then: Epilogue | Non
                 a = v.as_strided((36, tiles, 3 * c), (tiles * frames_in * c, frames_in * c, 1),
                                  v.storage_offset() + j * c)
                 torch.bmm(a, u, out=m)
-                kept, skip, normed = (_frame_rows(x, b, t0 + j) for x in (out, then.skip, dest))
-                unused = kept if kept is not None else normed  # for the pointers the flags leave unread
+                o = out[b, :, t0 + j].permute(1, 2, 0)  # H, W, Co: dense rows
                 _output_transform[(triton.cdiv(tiles, out_p), co // out_c)](
-                    m, then.bias, unused if skip is None else skip, unused if kept is None else kept,
-                    then.bias if gamma is None else gamma, unused if normed is None else normed, tiles_w, tiles,
-                    tiles, h, w, inv_scale, CO=co, HAS_SKIP=skip is not None, KEEP=kept is not None,
-                    NORM=normed is not None, BLOCK_P=out_p, BLOCK_C=out_c, num_warps=out_warps)
+                    m, o, tiles_w, tiles, tiles, h, w, inv_scale, CO=co, BLOCK_P=out_p, BLOCK_C=out_c,
+                    num_warps=out_warps)
     return out
 
 class ForkedCompiles:
@@ -832,44 +767,40 @@ class FastDecoder:
             buf[:, :, :HISTORY].copy_(hist)
         return buf
 
-    def prefill(self, conv: str, gamma: str, n: int, t: int, h: int, w: int) -> tuple[Tensor, Tensor]:
-        """(gamma, destination) for a kernel that can write conv's normalized input as it makes
-        what that norm reads. Allocates conv's input buffer now and leaves it in self.filled, where
-        its causal() finds it."""
+    def prefill_consumer_input(self, block: str, n: int, t: int, h: int, w: int) -> tuple[Tensor, Tensor] | None:
+        """(gamma, destination) for a kernel that makes `block`'s output and can also write the
+        normalized input of the conv that reads it; None when no norm + conv follows. Allocates
+        that conv's input buffer now and leaves it in self.filled, where its causal() finds it."""
+        if block not in self.consumers:
+            return None
+        conv, gamma = self.consumers[block]
         self.filled[conv] = buf = self.input_buffer(conv, n, t, h, w)
         return self.w.gamma[gamma], buf[:, :, HISTORY:]
 
-    def prefill_consumer_input(self, block: str, n: int, t: int, h: int, w: int) -> tuple[Tensor, Tensor] | None:
-        """prefill() for the norm + conv that reads `block`'s output; None when none follows."""
-        if block not in self.consumers:
-            return None
-        return self.prefill(*self.consumers[block], n, t, h, w)
-
-    def causal(self, name: str, x: Tensor | None, gamma: str | None = None, pad_hw: int = 1,
-               then: Epilogue | None = None) -> Tensor | None:
-        """One causal conv over its input buffer (causal_input), its output through `then` if
-        given. In the first chunk the history is the causal zero padding and there is one new
-        frame, so only the last time tap sees data: a 2D conv with that tap, a third of the work."""
-        buf = self.causal_input(name, x, gamma)
+    def causal(self, name: str, x: Tensor, gamma: str | None = None, pre_bias: str | None = None,
+               pad_hw: int = 1) -> Tensor:
+        """One causal conv over its input buffer (causal_input). In the first chunk the history is
+        the causal zero padding and there is one new frame, so only the last time tap sees data:
+        a 2D conv with that tap, a third of the work."""
+        buf = self.causal_input(name, x, gamma, pre_bias)
         if self.chunk_index == 0:
             assert buf.shape[2] == HISTORY + 1, "the first chunk is one latent frame at every stage"
-            out = F.conv2d(buf[:, :, HISTORY], self.w.last_tap[name], None, padding=pad_hw).unsqueeze(2)
-        elif name in self.winograd:
+            return F.conv2d(buf[:, :, HISTORY], self.w.last_tap[name], None, padding=pad_hw).unsqueeze(2)
+        if name in self.winograd:
             weight = self.winograd[name]
-            return winograd_conv(buf, weight.u(), weight.inv_scale, then)
-        else:
-            out = F.conv3d(buf, self.w.conv[name], None, padding=(0, pad_hw, pad_hw))
-        return out if then is None else apply_epilogue(out, then)
+            return winograd_conv(buf, weight.u(), weight.inv_scale)
+        return F.conv3d(buf, self.w.conv[name], None, padding=(0, pad_hw, pad_hw))
 
-    def causal_input(self, name: str, x: Tensor | None, gamma: str | None = None) -> Tensor:
-        """A causal conv's input buffer [two history frames | f(x)], f = norm + SiLU or identity,
-        unless a kernel filled it already (prefill); the history is kept under the layer's name."""
+    def causal_input(self, name: str, x: Tensor, gamma: str | None = None, pre_bias: str | None = None) -> Tensor:
+        """A causal conv's input buffer [two history frames | f(x)], f = norm + SiLU (with the
+        previous conv's bias) or identity, unless the kernel that made x filled it already; the
+        history is kept under the layer's name."""
         buf = self.filled.pop(name, None)
         if buf is None:
             n, _, t, h, w = x.shape
             buf = self.input_buffer(name, n, t, h, w)
             if gamma is not None:
-                norm_silu(x, self.w.gamma[gamma], None, buf[:, :, HISTORY:])
+                norm_silu(x, self.w.gamma[gamma], self.w.bias[pre_bias] if pre_bias else None, buf[:, :, HISTORY:])
             else:
                 buf[:, :, HISTORY:].copy_(x)
         self.hist[name] = buf[:, :, -HISTORY:].clone(memory_format=CL)
@@ -884,24 +815,20 @@ class FastDecoder:
         taps = F.conv2d(frames, self.w.head_taps, None, padding=1)
         return taps.view(n, tb, -1, h, w)
 
-    def res_block(self, prefix: str, x: Tensor) -> Tensor | None:
-        """x + the residual branch (norm, SiLU, conv, norm, SiLU, conv), or None where the head reads
-        only its normalized copy. Each conv's epilogue writes the next norm's output directly."""
-        n, _, t, h, w = x.shape
-        conv1, conv2 = f"{prefix}.residual.2", f"{prefix}.residual.6"
-        conv2_input = self.prefill(conv2, f"{prefix}.residual.3", n, t, h, w)
-        self.causal(conv1, x, gamma=f"{prefix}.residual.0",
-                    then=Epilogue(self.w.bias[conv1], norm=conv2_input, keep=False))
-        bias = self.w.bias[conv2]
+    def res_block(self, prefix: str, x: Tensor) -> Tensor:
+        h = self.causal(f"{prefix}.residual.2", x, gamma=f"{prefix}.residual.0")
+        h = self.causal(f"{prefix}.residual.6", h, gamma=f"{prefix}.residual.3", pre_bias=f"{prefix}.residual.2")
+        bias = self.w.bias[f"{prefix}.residual.6"]
         sc = f"{prefix}.shortcut"
         if sc in self.w.conv:
             skip = F.conv3d(x, self.w.conv[sc])
             bias = bias + self.w.bias[sc]
         else:
             skip = x
+        n, _, frames, height, width = h.shape
         to_head = self.consumers.get(prefix, ("",))[0] == "decoder.head.2"  # the head reads only the normed copy
-        return self.causal(conv2, None, then=Epilogue(bias, skip, self.prefill_consumer_input(prefix, n, t, h, w),
-                                                      keep=not to_head))
+        return residual_sum(h, bias, skip, self.prefill_consumer_input(prefix, n, frames, height, width),
+                            keep_sum=not to_head)
 
     def attention(self, prefix: str, x: Tensor) -> Tensor:
         blk = self.vae.get_submodule(prefix)
