@@ -29,7 +29,9 @@ This version: a re-implementation of the streaming decode for speed, same semant
   (one conv with 4x the output channels), 2.25x fewer FLOPs; the pixel shuffle, bias and the
   duplicating-up shortcut are one fused kernel.
 - The residual blocks' 3x3x3 convs (256 or more channels: all of them) as Winograd F(4x4, 3x3):
-  Triton transforms around fp16 cuBLAS GEMMs, 4x fewer multiply-adds (see below).
+  Triton transforms around fp16 cuBLAS GEMMs, 4x fewer multiply-adds (see below). The 1024-channel
+  convs' transformed weights are made at each call (3.6 GB not kept); past the first pass, a conv
+  reads its two history frames where they are kept instead of a copy in front of its input.
 - From the last upsample on (the widest activations: 352x640 at 720p), a pass goes 4 video frames
   at a time instead of 12: a third of the memory those stages hold.
 - The first chunk's causal convs see only zero history: a 2D conv with the last time tap.
@@ -280,15 +282,18 @@ if triton is not None:
         _store_v(v_ptr, v5, 6 * a + 5, u, TB, tiles, p, pmask, cb, C)
 
 
-    @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "TB"])
-    def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, TB, C, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-        # d: [TB, H, W, C]; v: [36, tiles, TB, C]. A program: BLOCK_P tiles of input frame u.
+    @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "TB", "V0"])
+    def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, TB, V0, C, BLOCK_P: tl.constexpr,
+                         BLOCK_C: tl.constexpr):
+        # d: [frames, H, W, C]; v: [36, tiles, TB, C]. A program: BLOCK_P tiles of input frame u, which
+        # is V's frame V0 + u.
         u = tl.program_id(1)
         p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
         pmask = p < tiles
         y, x = 4 * (p // tiles_w) - 1, 4 * (p % tiles_w) - 1
         base = ((u * H + y) * W + x).to(tl.int64) * C
+        u += V0
         # aI, bI, ... fI: row I of B^T d in patch columns 0..5
         a0, a1, a2, a3, a4, a5 = _load_col(d_ptr, base, y, x, 0, H, W, cb, pmask, C)
         b0, b1, b2, b3, b4, b5 = _load_col(d_ptr, base, y, x, 1, H, W, cb, pmask, C)
@@ -565,10 +570,12 @@ class WinogradWeight:
         return u
 
 
-def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
-    """The causal conv of buf [N, C, T + 2, H, W] (channels-last-3d) -> [N, Co, T, H, W]."""
+def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | None = None) -> Tensor:
+    """The causal conv of [history | new frames] (channels-last-3d) -> [N, Co, T, H, W]: buf is
+    [N, C, T + 2, H, W] with the two history frames in front, or only the T new frames when the
+    history comes apart (read where it is kept, not copied in front)."""
     n, c, tb, h, w = buf.shape
-    t, co = tb - HISTORY, u.shape[2]
+    t, co = tb - (HISTORY if history is None else 0), u.shape[2]
     tiles_w = (w + 3) // 4
     tiles = (h + 3) // 4 * tiles_w
     out = torch.empty(n, co, t, h, w, device=buf.device, dtype=buf.dtype, memory_format=CL)
@@ -578,14 +585,24 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float) -> Tensor:
     v_flat = torch.empty(36 * tiles * (step + HISTORY) * c, device=buf.device, dtype=u.dtype)
     m = torch.empty(36, tiles, co, device=buf.device, dtype=u.dtype)
     (in_p, in_c, in_warps), (out_p, out_c, out_warps) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
+
+    def transform(src: Tensor, v: Tensor, v0: int) -> None:
+        """src's frames [frames, H, W, C] (dense rows) into V's frames v0 on."""
+        _input_transform[(triton.cdiv(tiles, in_p), src.shape[0], c // in_c)](
+            src, v, tiles_w, tiles, h, w, v.shape[2], v0, C=c, BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_warps)
+
     for b in range(n):
         for t0 in range(0, t, step):
             f = min(step, t - t0)
-            frames_in = f + HISTORY
-            d = buf[b, :, t0:t0 + frames_in].permute(1, 2, 3, 0)  # frames, H, W, C: dense rows
+            frames_in = f + HISTORY  # input frames t0 .. t0 + frames_in of [history | new]
             v = v_flat[:36 * tiles * frames_in * c].view(36, tiles, frames_in, c)
-            _input_transform[(triton.cdiv(tiles, in_p), frames_in, c // in_c)](
-                d, v, tiles_w, tiles, h, w, frames_in, C=c, BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_warps)
+            if history is None:
+                transform(buf[b, :, t0:t0 + frames_in].permute(1, 2, 3, 0), v, 0)
+            else:
+                if t0 < HISTORY:
+                    transform(history[b, :, t0:].permute(1, 2, 3, 0), v, 0)
+                first_new = max(t0, HISTORY)
+                transform(buf[b, :, first_new - HISTORY:t0 + f].permute(1, 2, 3, 0), v, first_new - t0)
             for j in range(f):
                 # Output frame t0 + j: row `tile` of A is V[e, tile, j:j + 3] flattened, 3 C values.
                 a = v.as_strided((36, tiles, 3 * c), (tiles * frames_in * c, frames_in * c, 1),
@@ -756,9 +773,17 @@ class FastDecoder:
         self.last_upsample = max(i for i, stage in enumerate(vae.decoder.upsamples)
                                  if not hasattr(stage.upsamples[-1], "residual"))
 
+    def history_apart(self, name: str) -> bool:
+        """A Winograd conv past the first chunk reads its two history frames where they are kept:
+        its input buffer holds only the new frames (no copy of the history in front)."""
+        return self.chunk_index > 0 and name in self.winograd
+
     def input_buffer(self, name: str, n: int, t: int, h: int, w: int) -> Tensor:
-        """Conv `name`'s input buffer [two history frames | t new frames], the history filled in."""
+        """Conv `name`'s input buffer [two history frames | t new frames], the history filled in;
+        only the t new frames where the history comes apart."""
         c = self.in_channels[name]
+        if self.history_apart(name):
+            return torch.empty(n, c, t, h, w, device=self.device, dtype=self.dtype, memory_format=CL)
         buf = torch.empty(n, c, HISTORY + t, h, w, device=self.device, dtype=self.dtype, memory_format=CL)
         hist = self.hist.get(name)
         if hist is None:
@@ -766,6 +791,10 @@ class FastDecoder:
         else:
             buf[:, :, :HISTORY].copy_(hist)
         return buf
+
+    def new_frames(self, name: str, buf: Tensor) -> Tensor:
+        """The part of conv `name`'s input buffer that a producer writes."""
+        return buf if self.history_apart(name) else buf[:, :, HISTORY:]
 
     def prefill_consumer_input(self, block: str, n: int, t: int, h: int, w: int) -> tuple[Tensor, Tensor] | None:
         """(gamma, destination) for a kernel that makes `block`'s output and can also write the
@@ -775,35 +804,40 @@ class FastDecoder:
             return None
         conv, gamma = self.consumers[block]
         self.filled[conv] = buf = self.input_buffer(conv, n, t, h, w)
-        return self.w.gamma[gamma], buf[:, :, HISTORY:]
+        return self.w.gamma[gamma], self.new_frames(conv, buf)
 
     def causal(self, name: str, x: Tensor, gamma: str | None = None, pre_bias: str | None = None,
                pad_hw: int = 1) -> Tensor:
         """One causal conv over its input buffer (causal_input). In the first chunk the history is
         the causal zero padding and there is one new frame, so only the last time tap sees data:
         a 2D conv with that tap, a third of the work."""
+        history = self.hist.get(name)  # before causal_input keeps this call's last frames instead
         buf = self.causal_input(name, x, gamma, pre_bias)
         if self.chunk_index == 0:
             assert buf.shape[2] == HISTORY + 1, "the first chunk is one latent frame at every stage"
             return F.conv2d(buf[:, :, HISTORY], self.w.last_tap[name], None, padding=pad_hw).unsqueeze(2)
         if name in self.winograd:
             weight = self.winograd[name]
-            return winograd_conv(buf, weight.u(), weight.inv_scale)
+            return winograd_conv(buf, weight.u(), weight.inv_scale, history if self.history_apart(name) else None)
         return F.conv3d(buf, self.w.conv[name], None, padding=(0, pad_hw, pad_hw))
 
     def causal_input(self, name: str, x: Tensor, gamma: str | None = None, pre_bias: str | None = None) -> Tensor:
-        """A causal conv's input buffer [two history frames | f(x)], f = norm + SiLU (with the
-        previous conv's bias) or identity, unless the kernel that made x filled it already; the
-        history is kept under the layer's name."""
+        """A causal conv's input buffer (input_buffer) with f(x) in its new frames, f = norm + SiLU
+        (with the previous conv's bias) or identity, unless the kernel that made x filled it
+        already; the last two input frames are kept under the layer's name, for its next call."""
         buf = self.filled.pop(name, None)
         if buf is None:
             n, _, t, h, w = x.shape
             buf = self.input_buffer(name, n, t, h, w)
+            new = self.new_frames(name, buf)
             if gamma is not None:
-                norm_silu(x, self.w.gamma[gamma], self.w.bias[pre_bias] if pre_bias else None, buf[:, :, HISTORY:])
+                norm_silu(x, self.w.gamma[gamma], self.w.bias[pre_bias] if pre_bias else None, new)
             else:
-                buf[:, :, HISTORY:].copy_(x)
-        self.hist[name] = buf[:, :, -HISTORY:].clone(memory_format=CL)
+                new.copy_(x)
+        frames = buf
+        if buf.shape[2] < HISTORY:  # one new frame, its history apart: the last two span both
+            frames = torch.cat([self.hist[name], buf], 2)
+        self.hist[name] = frames[:, :, -HISTORY:].clone(memory_format=CL)
         return buf
 
     def head_taps(self, x: Tensor | None) -> Tensor:
@@ -920,8 +954,8 @@ class FastDecoder:
 
 
 # For cards smaller than the benchmark's (build_decoder(..., low_memory=True); the drop-in's
-# low_memory=True): one latent frame a pass, 2-frame pieces, and no Winograd convs, whose fp16
-# transformed weights alone take 4.1 GB at full width. The harness measures the default.
+# low_memory=True): one latent frame a pass, 2-frame pieces, and no Winograd convs, whose
+# transformed inputs take up to WINOGRAD_BYTES a step. The harness measures the default.
 LOW_MEMORY = {"frames_per_pass": 1, "frames_per_piece": 2, "winograd_min_channels": None}
 
 

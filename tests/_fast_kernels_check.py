@@ -102,6 +102,10 @@ if hasattr(m, "winograd_conv"):
         want = torch.nn.functional.conv3d(buf, wt, padding=(0, 1, 1))
         close(f"winograd_conv {co}x{hh}x{ww} cap={cap}", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)), want,
               tol=2e-4)
+        if "history" in m.winograd_conv.__code__.co_varnames:  # the history frames read where they are kept
+            history = buf[:, :, :2].clone(memory_format=CL)
+            close(f"winograd_conv {co}x{hh}x{ww} cap={cap} (history apart)",
+                  m.winograd_conv(buf[:, :, 2:], *m.winograd_weight(wt, torch.float32), history), want, tol=2e-4)
 # Winograd weights made by the kernel at each call (WinogradWeight with nothing kept) against the
 # float64 transform kept at build, odd channel counts (a partial block of output channels).
 if hasattr(m, "WinogradWeight"):
