@@ -31,7 +31,8 @@ This version: a re-implementation of the streaming decode for speed, same semant
 - The residual blocks' 3x3x3 convs (256 or more channels: all of them) as Winograd F(4x4, 3x3):
   Triton transforms around fp16 cuBLAS GEMMs, 4x fewer multiply-adds (see below). The 1024-channel
   convs' transformed weights are made at each call (3.6 GB not kept); past the first pass, a conv
-  reads its two history frames where they are kept instead of a copy in front of its input.
+  reads its two history frames where they are kept instead of a copy in front of its input (a
+  4-frame input of the last stages is itself kept until the next pass: no copy at all).
 - From the last upsample on (the widest activations: 352x640 at 720p), a pass goes 4 video frames
   at a time instead of 12: a third of the memory those stages hold.
 - The first chunk's causal convs see only zero history: a 2D conv with the last time tap.
@@ -59,6 +60,10 @@ CL = torch.channels_last_3d
 LATENT_FRAMES_PER_PASS = 3
 FRAMES_PER_PIECE = 4  # video frames a piece from the last upsample on: a third of a pass (4 x 3)
 HISTORY = 2
+# A Winograd conv's input buffer of at most this many (new) frames stays alive as its history until
+# the next pass, instead of a copy of its last two frames: the 4-frame pieces of the last stages.
+# Longer ones (12 frames a pass before the last upsample) would hold too much memory.
+WHOLE_HISTORY_FRAMES = 4
 
 
 # --------------------------------------------------------------------------- fused pointwise
@@ -785,7 +790,7 @@ class FastDecoder:
         if self.history_apart(name):
             return torch.empty(n, c, t, h, w, device=self.device, dtype=self.dtype, memory_format=CL)
         buf = torch.empty(n, c, HISTORY + t, h, w, device=self.device, dtype=self.dtype, memory_format=CL)
-        hist = self.hist.get(name)
+        hist = self.kept_history(name)
         if hist is None:
             buf[:, :, :HISTORY].zero_()  # causal padding before the first frame
         else:
@@ -811,7 +816,7 @@ class FastDecoder:
         """One causal conv over its input buffer (causal_input). In the first chunk the history is
         the causal zero padding and there is one new frame, so only the last time tap sees data:
         a 2D conv with that tap, a third of the work."""
-        history = self.hist.get(name)  # before causal_input keeps this call's last frames instead
+        history = self.kept_history(name)  # before causal_input keeps this call's last frames instead
         buf = self.causal_input(name, x, gamma, pre_bias)
         if self.chunk_index == 0:
             assert buf.shape[2] == HISTORY + 1, "the first chunk is one latent frame at every stage"
@@ -834,11 +839,19 @@ class FastDecoder:
                 norm_silu(x, self.w.gamma[gamma], self.w.bias[pre_bias] if pre_bias else None, new)
             else:
                 new.copy_(x)
+        if self.history_apart(name) and HISTORY <= buf.shape[2] <= WHOLE_HISTORY_FRAMES:
+            self.hist[name] = buf  # its last two frames are the next history: kept without a copy
+            return buf
         frames = buf
         if buf.shape[2] < HISTORY:  # one new frame, its history apart: the last two span both
-            frames = torch.cat([self.hist[name], buf], 2)
+            frames = torch.cat([self.kept_history(name), buf], 2)
         self.hist[name] = frames[:, :, -HISTORY:].clone(memory_format=CL)
         return buf
+
+    def kept_history(self, name: str) -> Tensor | None:
+        """The two frames conv `name` keeps from its last call (None before its first)."""
+        kept = self.hist.get(name)
+        return None if kept is None else kept[:, :, -HISTORY:]
 
     def head_taps(self, x: Tensor | None) -> Tensor:
         """The head conv's three time taps for every input frame: [n, frames + 2, 48, h, w]. Its

@@ -92,23 +92,24 @@ decode, _ = m.build_decoder(vae, z)
 bf16 = m.FastDecoder(vae, torch.bfloat16, m.LATENT_FRAMES_PER_PASS)(z)
 kernels = decode(z)
 # The Winograd convs where this narrow model is widest (128 channels; at full width, 1024), on
-# 3 latent frames, 1 a pass: a first pass (2D convs, no Winograd), then two more whose Winograd
-# convs read the history kept from the pass before (where a pass has one new frame, that frame and
-# the history make the next history together) and hand over 1 and 2 frames at once. The interpreter's cost
+# 4 latent frames, 2 a pass: a first pass (2D convs, no Winograd), then passes of 2 and 1 whose
+# Winograd convs read the history kept from the pass before: the last two of a kept 4-frame input
+# (WHOLE_HISTORY_FRAMES), or where a pass has one new frame, that frame and the history before it.
+# They hand over 1, 2 and 4 frames at once. The interpreter's cost
 # is per program: one program across the 128 channels (the shipped blocks' 64 run in
 # _fast_kernels_check's winograd_conv cases) and one for all of a call's output tiles.
 # One of them has its U made from the fp32 weights at each call, as the 1024-channel convs' are at
 # full width (one only: the interpreter takes ~7 s a conv for it).
 m.WINOGRAD_BLOCKS = {{"input": (8, 128, 4), "output": (32, 128, 4)}}
-winograd = m.FastDecoder(vae, torch.float32, 1, winograd_min_channels=128)
+winograd = m.FastDecoder(vae, torch.float32, 2, winograd_min_channels=128)
 assert len(winograd.winograd) == 16, sorted(winograd.winograd)
 winograd.winograd["decoder.middle.0.residual.2"].kept = None
 calls = []
 conv = m.winograd_conv
 m.winograd_conv = lambda buf, u, s, history: calls.append((buf.shape[2], history is not None)) or conv(buf, u, s, history)
-zw = z[:1, :, :3]
+zw = z[:1, :, :4]
 winograd = winograd(zw)
-assert sorted(set(calls)) == [(1, True), (2, True)], calls  # new frames only: the history read apart
+assert sorted(set(calls)) == [(1, True), (2, True), (4, True)], calls  # new frames only: the history read apart
 want_w = vae.decode(zw)
 m._INTERPRET = False  # the same decoder, torch ops instead of the kernels
 torch_path = decode(z)
