@@ -28,9 +28,9 @@ This version: a re-implementation of the streaming decode for speed, same semant
 - Nearest 2x upsample followed by a 3x3 conv is computed as four 2x2 convs on the small image
   (one conv with 4x the output channels), 2.25x fewer FLOPs; the pixel shuffle, bias and the
   duplicating-up shortcut are one fused kernel.
-- The residual blocks' 3x3x3 convs (256 or more channels: all of them) as Winograd F(4x4, 3x3):
-  Triton transforms around fp16 cuBLAS GEMMs, 4x fewer multiply-adds (see below). The 1024-channel
-  convs' transformed weights are made at each call (3.6 GB not kept); past the first pass, a conv
+- The residual blocks' 3x3x3 convs (256 or more channels: all of them) as Winograd F(6x6, 3x3):
+  Triton transforms around fp16 cuBLAS GEMMs, 5.1x fewer multiply-adds (see below). The 1024-channel
+  convs' transformed weights are made at each call (6.4 GB not kept); past the first pass, a conv
   reads its two history frames where they are kept instead of a copy in front of its input (a
   4-frame input of the last stages is itself kept until the next pass: no copy at all).
 - From the last upsample on (the widest activations: 352x640 at 720p), a pass goes 4 video frames
@@ -234,17 +234,21 @@ if triton is not None:
 
 
     @triton.jit
-    def _bt(d0, d1, d2, d3, d4, d5):
-        # B^T of F(4x4, 3x3) (interpolation points 0, 1, -1, 2, -2, infinity) along one axis.
-        return (4 * d0 - 5 * d2 + d4, d3 + d4 - 4 * (d1 + d2), d4 - d3 + 4 * (d1 - d2),
-                d4 - d2 + 2 * (d3 - d1), d4 - d2 + 2 * (d1 - d3), 4 * d1 - 5 * d3 + d5)
+    def _bt(d0, d1, d2, d3, d4, d5, d6, d7):
+        # B^T of F(6x6, 3x3) (interpolation points 0, 1, -1, 2, -2, 1/2, -1/2, infinity) along one axis.
+        even, odd = d2 + d6 - 4.25 * d4, d1 + d5 - 4.25 * d3
+        by_2, by_2_odd = d6 + 0.25 * d2 - 1.25 * d4, 0.5 * d1 - 2.5 * d3 + 2 * d5
+        by_half, by_half_odd = d6 + 4 * d2 - 5 * d4, 2 * d1 - 2.5 * d3 + 0.5 * d5
+        return (d0 - d6 + 5.25 * (d4 - d2), even + odd, even - odd, by_2 + by_2_odd, by_2 - by_2_odd,
+                by_half + by_half_odd, by_half - by_half_odd, d7 - d1 + 5.25 * (d3 - d5))
 
 
     @triton.jit
-    def _at(m0, m1, m2, m3, m4, m5):
-        # A^T of F(4x4, 3x3) along one axis: six transform points -> four output pixels.
-        a, b, c, d = m1 + m2, m1 - m2, m3 + m4, m3 - m4
-        return m0 + a + c, b + 2 * d, a + 4 * c, b + 8 * d + m5
+    def _at(m0, m1, m2, m3, m4, m5, m6, m7):
+        # A^T of F(6x6, 3x3) along one axis: eight transform points -> six output pixels.
+        a1, b1, a2, b2, a3, b3 = m1 + m2, m1 - m2, m3 + m4, m3 - m4, m5 + m6, m5 - m6
+        return (m0 + a1 + a2 + a3, b1 + 2 * b2 + 0.5 * b3, a1 + 4 * a2 + 0.25 * a3,
+                b1 + 8 * b2 + 0.125 * b3, a1 + 16 * a2 + 0.0625 * a3, b1 + 32 * b2 + 0.03125 * b3 + m7)
 
 
     @triton.jit
@@ -257,14 +261,16 @@ if triton is not None:
 
     @triton.jit
     def _load_col(d_ptr, base, y, x, j: tl.constexpr, H, W, cb, pmask, C):
-        # Column j of each tile's 6x6 patch (top-left pixel (y, x) = (4 ty - 1, 4 tx - 1)),
+        # Column j of each tile's 8x8 patch (top-left pixel (y, x) = (6 ty - 1, 6 tx - 1)),
         # transformed along the rows: column j of B^T d.
         return _bt(_load_px(d_ptr, base, y, x, 0, j, H, W, cb, pmask, C),
                    _load_px(d_ptr, base, y, x, 1, j, H, W, cb, pmask, C),
                    _load_px(d_ptr, base, y, x, 2, j, H, W, cb, pmask, C),
                    _load_px(d_ptr, base, y, x, 3, j, H, W, cb, pmask, C),
                    _load_px(d_ptr, base, y, x, 4, j, H, W, cb, pmask, C),
-                   _load_px(d_ptr, base, y, x, 5, j, H, W, cb, pmask, C))
+                   _load_px(d_ptr, base, y, x, 5, j, H, W, cb, pmask, C),
+                   _load_px(d_ptr, base, y, x, 6, j, H, W, cb, pmask, C),
+                   _load_px(d_ptr, base, y, x, 7, j, H, W, cb, pmask, C))
 
 
     @triton.jit
@@ -276,42 +282,48 @@ if triton is not None:
 
 
     @triton.jit
-    def _store_row(v_ptr, r0, r1, r2, r3, r4, r5, a: tl.constexpr, u, TB, tiles, p, pmask, cb, C):
-        # Row a of B^T d, transformed along the columns: transform points e = 6 a + b.
-        v0, v1, v2, v3, v4, v5 = _bt(r0, r1, r2, r3, r4, r5)
-        _store_v(v_ptr, v0, 6 * a + 0, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v1, 6 * a + 1, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v2, 6 * a + 2, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v3, 6 * a + 3, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v4, 6 * a + 4, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v5, 6 * a + 5, u, TB, tiles, p, pmask, cb, C)
+    def _store_row(v_ptr, r0, r1, r2, r3, r4, r5, r6, r7, a: tl.constexpr, u, TB, tiles, p, pmask, cb, C):
+        # Row a of B^T d, transformed along the columns: transform points e = 8 a + b.
+        v0, v1, v2, v3, v4, v5, v6, v7 = _bt(r0, r1, r2, r3, r4, r5, r6, r7)
+        _store_v(v_ptr, v0, 8 * a + 0, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v1, 8 * a + 1, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v2, 8 * a + 2, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v3, 8 * a + 3, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v4, 8 * a + 4, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v5, 8 * a + 5, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v6, 8 * a + 6, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptr, v7, 8 * a + 7, u, TB, tiles, p, pmask, cb, C)
 
 
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "TB", "V0"])
     def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, TB, V0, C, BLOCK_P: tl.constexpr,
                          BLOCK_C: tl.constexpr):
-        # d: [frames, H, W, C]; v: [36, tiles, TB, C]. A program: BLOCK_P tiles of input frame u, which
+        # d: [frames, H, W, C]; v: [64, tiles, TB, C]. A program: BLOCK_P tiles of input frame u, which
         # is V's frame V0 + u.
         u = tl.program_id(1)
         p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
         pmask = p < tiles
-        y, x = 4 * (p // tiles_w) - 1, 4 * (p % tiles_w) - 1
+        y, x = 6 * (p // tiles_w) - 1, 6 * (p % tiles_w) - 1
         base = ((u * H + y) * W + x).to(tl.int64) * C
         u += V0
-        # aI, bI, ... fI: row I of B^T d in patch columns 0..5
-        a0, a1, a2, a3, a4, a5 = _load_col(d_ptr, base, y, x, 0, H, W, cb, pmask, C)
-        b0, b1, b2, b3, b4, b5 = _load_col(d_ptr, base, y, x, 1, H, W, cb, pmask, C)
-        c0, c1, c2, c3, c4, c5 = _load_col(d_ptr, base, y, x, 2, H, W, cb, pmask, C)
-        d0, d1, d2, d3, d4, d5 = _load_col(d_ptr, base, y, x, 3, H, W, cb, pmask, C)
-        e0, e1, e2, e3, e4, e5 = _load_col(d_ptr, base, y, x, 4, H, W, cb, pmask, C)
-        f0, f1, f2, f3, f4, f5 = _load_col(d_ptr, base, y, x, 5, H, W, cb, pmask, C)
-        _store_row(v_ptr, a0, b0, c0, d0, e0, f0, 0, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a1, b1, c1, d1, e1, f1, 1, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a2, b2, c2, d2, e2, f2, 2, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a3, b3, c3, d3, e3, f3, 3, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a4, b4, c4, d4, e4, f4, 4, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a5, b5, c5, d5, e5, f5, 5, u, TB, tiles, p, pmask, cb, C)
+        # aI, bI, ... hI: row I of B^T d in patch columns 0..7
+        a0, a1, a2, a3, a4, a5, a6, a7 = _load_col(d_ptr, base, y, x, 0, H, W, cb, pmask, C)
+        b0, b1, b2, b3, b4, b5, b6, b7 = _load_col(d_ptr, base, y, x, 1, H, W, cb, pmask, C)
+        c0, c1, c2, c3, c4, c5, c6, c7 = _load_col(d_ptr, base, y, x, 2, H, W, cb, pmask, C)
+        d0, d1, d2, d3, d4, d5, d6, d7 = _load_col(d_ptr, base, y, x, 3, H, W, cb, pmask, C)
+        e0, e1, e2, e3, e4, e5, e6, e7 = _load_col(d_ptr, base, y, x, 4, H, W, cb, pmask, C)
+        f0, f1, f2, f3, f4, f5, f6, f7 = _load_col(d_ptr, base, y, x, 5, H, W, cb, pmask, C)
+        g0, g1, g2, g3, g4, g5, g6, g7 = _load_col(d_ptr, base, y, x, 6, H, W, cb, pmask, C)
+        h0, h1, h2, h3, h4, h5, h6, h7 = _load_col(d_ptr, base, y, x, 7, H, W, cb, pmask, C)
+        _store_row(v_ptr, a0, b0, c0, d0, e0, f0, g0, h0, 0, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a1, b1, c1, d1, e1, f1, g1, h1, 1, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a2, b2, c2, d2, e2, f2, g2, h2, 2, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a3, b3, c3, d3, e3, f3, g3, h3, 3, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a4, b4, c4, d4, e4, f4, g4, h4, 4, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a5, b5, c5, d5, e5, f5, g5, h5, 5, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a6, b6, c6, d6, e6, f6, g6, h6, 6, u, TB, tiles, p, pmask, cb, C)
+        _store_row(v_ptr, a7, b7, c7, d7, e7, f7, g7, h7, 7, u, TB, tiles, p, pmask, cb, C)
 
 
     @triton.jit
@@ -322,65 +334,75 @@ if triton is not None:
 
     @triton.jit
     def _at_col(m_ptr, j, r, rows_total, cb, mask, CO):
-        # A^T over the rows of column j of M: output rows 0..3 of column j.
+        # A^T over the rows of column j of M: output rows 0..5 of column j.
         return _at(_load_m(m_ptr, j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 6 + j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 12 + j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 18 + j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 8 + j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 16 + j, r, rows_total, cb, mask, CO),
                    _load_m(m_ptr, 24 + j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 30 + j, r, rows_total, cb, mask, CO))
+                   _load_m(m_ptr, 32 + j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 40 + j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 48 + j, r, rows_total, cb, mask, CO),
+                   _load_m(m_ptr, 56 + j, r, rows_total, cb, mask, CO))
 
 
     @triton.jit
     def _store_px(out_ptr, y, t, ty, tx, i: tl.constexpr, j: tl.constexpr, H, W, inv_scale, cb, mask, CO):
-        y_px, x_px = 4 * ty + i, 4 * tx + j  # where H or W is not a multiple of 4, the last tiles stick out
+        y_px, x_px = 6 * ty + i, 6 * tx + j  # where H or W is not a multiple of 6, the last tiles stick out
         offs = ((t * H + y_px) * W + x_px).to(tl.int64)[:, None] * CO + cb[None, :]
         ok = mask & ((y_px < H) & (x_px < W))[:, None]
         tl.store(out_ptr + offs, (y * inv_scale).to(out_ptr.dtype.element_ty), mask=ok)
 
 
     @triton.jit
-    def _store_out_row(out_ptr, s0, s1, s2, s3, s4, s5, i: tl.constexpr, t, ty, tx, H, W, inv_scale, cb, mask, CO):
+    def _store_out_row(out_ptr, s0, s1, s2, s3, s4, s5, s6, s7, i: tl.constexpr, t, ty, tx, H, W, inv_scale, cb,
+                       mask, CO):
         # Output row i of each tile: A^T along the columns of row i of (A^T M).
-        y0, y1, y2, y3 = _at(s0, s1, s2, s3, s4, s5)
+        y0, y1, y2, y3, y4, y5 = _at(s0, s1, s2, s3, s4, s5, s6, s7)
         _store_px(out_ptr, y0, t, ty, tx, i, 0, H, W, inv_scale, cb, mask, CO)
         _store_px(out_ptr, y1, t, ty, tx, i, 1, H, W, inv_scale, cb, mask, CO)
         _store_px(out_ptr, y2, t, ty, tx, i, 2, H, W, inv_scale, cb, mask, CO)
         _store_px(out_ptr, y3, t, ty, tx, i, 3, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, y4, t, ty, tx, i, 4, H, W, inv_scale, cb, mask, CO)
+        _store_px(out_ptr, y5, t, ty, tx, i, 5, H, W, inv_scale, cb, mask, CO)
 
 
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "rows_total", "H", "W", "inv_scale"])
     def _output_transform(m_ptr, out_ptr, tiles_w, tiles, rows_total, H, W, inv_scale, CO,
                           BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-        # m: [36, T x tiles, CO] (fp16 on CUDA); out: [T, H, W, CO]. Row r = (frame t, tile).
+        # m: [64, T x tiles, CO] (fp16 on CUDA); out: [T, H, W, CO]. Row r = (frame t, tile).
         r = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
         mask = (r < rows_total)[:, None]
-        s00, s10, s20, s30 = _at_col(m_ptr, 0, r, rows_total, cb, mask, CO)  # sIJ: output row I, M column J
-        s01, s11, s21, s31 = _at_col(m_ptr, 1, r, rows_total, cb, mask, CO)
-        s02, s12, s22, s32 = _at_col(m_ptr, 2, r, rows_total, cb, mask, CO)
-        s03, s13, s23, s33 = _at_col(m_ptr, 3, r, rows_total, cb, mask, CO)
-        s04, s14, s24, s34 = _at_col(m_ptr, 4, r, rows_total, cb, mask, CO)
-        s05, s15, s25, s35 = _at_col(m_ptr, 5, r, rows_total, cb, mask, CO)
+        s00, s10, s20, s30, s40, s50 = _at_col(m_ptr, 0, r, rows_total, cb, mask, CO)  # sIJ: output row I, M column J
+        s01, s11, s21, s31, s41, s51 = _at_col(m_ptr, 1, r, rows_total, cb, mask, CO)
+        s02, s12, s22, s32, s42, s52 = _at_col(m_ptr, 2, r, rows_total, cb, mask, CO)
+        s03, s13, s23, s33, s43, s53 = _at_col(m_ptr, 3, r, rows_total, cb, mask, CO)
+        s04, s14, s24, s34, s44, s54 = _at_col(m_ptr, 4, r, rows_total, cb, mask, CO)
+        s05, s15, s25, s35, s45, s55 = _at_col(m_ptr, 5, r, rows_total, cb, mask, CO)
+        s06, s16, s26, s36, s46, s56 = _at_col(m_ptr, 6, r, rows_total, cb, mask, CO)
+        s07, s17, s27, s37, s47, s57 = _at_col(m_ptr, 7, r, rows_total, cb, mask, CO)
         t, p = r // tiles, r % tiles
         ty, tx = p // tiles_w, p % tiles_w
-        _store_out_row(out_ptr, s00, s01, s02, s03, s04, s05, 0, t, ty, tx, H, W, inv_scale, cb, mask, CO)
-        _store_out_row(out_ptr, s10, s11, s12, s13, s14, s15, 1, t, ty, tx, H, W, inv_scale, cb, mask, CO)
-        _store_out_row(out_ptr, s20, s21, s22, s23, s24, s25, 2, t, ty, tx, H, W, inv_scale, cb, mask, CO)
-        _store_out_row(out_ptr, s30, s31, s32, s33, s34, s35, 3, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s00, s01, s02, s03, s04, s05, s06, s07, 0, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s10, s11, s12, s13, s14, s15, s16, s17, 1, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s20, s21, s22, s23, s24, s25, s26, s27, 2, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s30, s31, s32, s33, s34, s35, s36, s37, 3, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s40, s41, s42, s43, s44, s45, s46, s47, 4, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        _store_out_row(out_ptr, s50, s51, s52, s53, s54, s55, s56, s57, 5, t, ty, tx, H, W, inv_scale, cb, mask, CO)
 
     @triton.jit
     def _gt(x0, x1, x2):
-        # G of F(4x4, 3x3) along one axis (the rows of _G below): three kernel taps -> six points.
-        s = x0 + x2
-        return (x0 * 0.25, -(s + x1) / 6, (x1 - s) / 6, x0 / 24 + x1 / 12 + x2 / 6, x0 / 24 - x1 / 12 + x2 / 6, x2)
+        # G of F(6x6, 3x3) along one axis (the rows of _G below): three kernel taps -> eight points.
+        s, near, far = x0 + x2, x0 / 90 + x2 * (2 / 45), x0 * (32 / 45) + x2 * (8 / 45)
+        return (x0, (s + x1) * (-2 / 9), (s - x1) * (-2 / 9), near + x1 / 45, near - x1 / 45,
+                far + x1 * (16 / 45), far - x1 * (16 / 45), x2)
 
 
     @triton.jit
     def _store_u_row(u_ptr, r0, r1, r2, a: tl.constexpr, row, K3, o, omask, CO, scale):
-        # Row a of G g, transformed along the other axis: transform points e = 6 a + b of U[e, row, o].
-        v0, v1, v2, v3, v4, v5 = _gt(r0, r1, r2)
-        base, step = (6 * a * K3 + row).to(tl.int64) * CO + o, K3.to(tl.int64) * CO
+        # Row a of G g, transformed along the other axis: transform points e = 8 a + b of U[e, row, o].
+        v0, v1, v2, v3, v4, v5, v6, v7 = _gt(r0, r1, r2)
+        base, step = (8 * a * K3 + row).to(tl.int64) * CO + o, K3.to(tl.int64) * CO
         ty = u_ptr.dtype.element_ty
         tl.store(u_ptr + base, (v0 * scale).to(ty), mask=omask)
         tl.store(u_ptr + base + step, (v1 * scale).to(ty), mask=omask)
@@ -388,6 +410,8 @@ if triton is not None:
         tl.store(u_ptr + base + 3 * step, (v3 * scale).to(ty), mask=omask)
         tl.store(u_ptr + base + 4 * step, (v4 * scale).to(ty), mask=omask)
         tl.store(u_ptr + base + 5 * step, (v5 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 6 * step, (v6 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 7 * step, (v7 * scale).to(ty), mask=omask)
 
 
     @triton.jit
@@ -399,7 +423,7 @@ if triton is not None:
 
     @triton.jit
     def _weight_transform(w_ptr, u_ptr, C, CO, scale, BLOCK_O: tl.constexpr):
-        # w: [CO, C, 3 (time), 3, 3] fp32; u: [36, 3 C, CO] with K index = time tap x C + channel,
+        # w: [CO, C, 3 (time), 3, 3] fp32; u: [64, 3 C, CO] with K index = time tap x C + channel,
         # as winograd_weight lays it out. A program: input channel k, BLOCK_O output channels.
         k = tl.program_id(0)
         o = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
@@ -409,9 +433,9 @@ if triton is not None:
             g00, g01, g02 = _load_w(w_ptr, base, 0, omask)
             g10, g11, g12 = _load_w(w_ptr, base, 1, omask)
             g20, g21, g22 = _load_w(w_ptr, base, 2, omask)
-            a0, a1, a2, a3, a4, a5 = _gt(g00, g10, g20)  # column 0 of G g, rows 0..5
-            b0, b1, b2, b3, b4, b5 = _gt(g01, g11, g21)
-            c0, c1, c2, c3, c4, c5 = _gt(g02, g12, g22)
+            a0, a1, a2, a3, a4, a5, a6, a7 = _gt(g00, g10, g20)  # column 0 of G g, rows 0..7
+            b0, b1, b2, b3, b4, b5, b6, b7 = _gt(g01, g11, g21)
+            c0, c1, c2, c3, c4, c5, c6, c7 = _gt(g02, g12, g22)
             row = t * C + k
             _store_u_row(u_ptr, a0, b0, c0, 0, row, 3 * C, o, omask, CO, scale)
             _store_u_row(u_ptr, a1, b1, c1, 1, row, 3 * C, o, omask, CO, scale)
@@ -419,6 +443,8 @@ if triton is not None:
             _store_u_row(u_ptr, a3, b3, c3, 3, row, 3 * C, o, omask, CO, scale)
             _store_u_row(u_ptr, a4, b4, c4, 4, row, 3 * C, o, omask, CO, scale)
             _store_u_row(u_ptr, a5, b5, c5, 5, row, 3 * C, o, omask, CO, scale)
+            _store_u_row(u_ptr, a6, b6, c6, 6, row, 3 * C, o, omask, CO, scale)
+            _store_u_row(u_ptr, a7, b7, c7, 7, row, 3 * C, o, omask, CO, scale)
 
 def _rows_block(c: int) -> int:
     return max(1, 4096 // c)
@@ -522,38 +548,42 @@ def finish(taps: Tensor, bias: Tensor, out: Tensor) -> None:
 
 # --------------------------------------------------------------------------- Winograd convs
 # A causal 3x3x3 conv (spatial padding 1) over its input buffer [T + 2 frames, H, W, C] as
-# Winograd F(4x4, 3x3): each 6x6 input patch (stride 4) becomes 36 values V = B^T d B, the output
-# tile's 4x4 pixels are A^T M A, and M[e] = Vcat[e] @ U[e] for the 36 transform points e is one
-# batched cuBLAS GEMM whose K runs over (time tap, input channel): 4x fewer multiply-adds than the
-# direct conv. V is written once per input frame, laid out [e, tile, frame, C], so output frame
-# t's K = 3 C values (frames t, t + 1, t + 2) are one contiguous run and a GEMM an output frame
-# reads them in place (row stride (frames) x C); a K-major copy per time tap would write V three
-# times (e058: the input transform took 28% of the decode). The transforms move 2.25x the
-# activation bytes, so it pays only where channels are wide (profiles/probe_winograd.md, ms a conv, cuDNN / F(2x2) / F(4x4):
-# 1024 at 88x160 6.09 / 4.55 / 2.72; 512 at 176x320 13.25 / 12.37 / 7.48; 256 at 352x640 12.48 /
-# 22.46 / 12.87 with M in fp32, 12.82 / - / 10.71 with M in fp16, as below).
-# The GEMM operands are fp16 and U comes from the fp32 weights: bf16 operands would cost 10x the
-# error (scripts/probe_winograd_error.py: F(4x4) fp16 3.4e-3 relative, 1.4x cuDNN's bf16 conv;
-# bf16 2.4e-2). U is scaled by a power of two into fp16's normal range; the output transform
-# undoes it exactly. The GEMM accumulates in fp32 and writes M in fp16: half the bytes of an fp32 M
-# through its epilogue and the output transform, at 4.0e-3 relative error instead of 3.4e-3
-# (emulated; bf16 M 1.7e-2).
+# Winograd F(6x6, 3x3): each 8x8 input patch (stride 6) becomes 64 values V = B^T d B, the output
+# tile's 6x6 pixels are A^T M A, and M[e] = Vcat[e] @ U[e] for the 64 transform points e is one
+# batched cuBLAS GEMM whose K runs over (time tap, input channel): 5.1x fewer multiply-adds than
+# the direct conv (F(4x4): 4x). V is written once per input frame, laid out [e, tile, frame, C], so
+# output frame t's K = 3 C values (frames t, t + 1, t + 2) are one contiguous run and a GEMM an
+# output frame reads them in place (row stride (frames) x C); a K-major copy per time tap would
+# write V three times (e058: the input transform took 28% of the decode). The transforms move
+# 1.8x the activation bytes (F(4x4): 2.25x), so it pays only where channels are wide
+# (profiles/probe_winograd_f6.md, ms a conv, cuDNN / F(4x4) / F(6x6): 1024 at 88x160 6.45 / 2.20 /
+# 2.04; 512 at 176x320 13.37 / 5.34 / 4.99; 256 at 352x640 12.84 / 8.28 / 7.04; only 1024 at
+# 44x80, where 6x6 tiles stick out of the image by 14%, is slower: 0.47 / 0.64). A GEMM that keeps
+# V's frames on chip for the three output frames that read them gained nothing
+# (profiles/probe_winograd_gemm.md: cuBLAS's per-frame GEMMs were the fastest of the forms tried).
+# The GEMM operands are fp16 and U comes from the fp32 weights: bf16 operands would cost 8x the
+# error. U is scaled by a power of two into fp16's normal range; the output transform undoes it
+# exactly. The GEMM accumulates in fp32 and writes M in fp16 (half the bytes of an fp32 M). The
+# error against an fp32 conv (probe: 7.1e-3 relative; F(4x4) 4.0e-3, cuDNN's bf16 conv 2.4e-3)
+# costs the decode 2 dB (51.5 dB against fp32 where F(4x4) had 53.4).
 WINOGRAD_MIN_CHANNELS = 256  # input and output channels; narrower convs stay on cuDNN
 WINOGRAD_BYTES = 4 << 30  # V of one step; longer passes go a few frames at a time
-WINOGRAD_BLOCKS = {"input": (8, 64, 4), "output": (8, 64, 4)}  # tiles, channels, warps a program (probed)
-# U is 4x the conv's weights (36 points for 9 taps): 226 MB in fp16 for a 1024-channel conv, 3.6 GB
+WINOGRAD_BLOCKS = {"input": (4, 64, 4), "output": (4, 64, 4)}  # tiles, channels, warps a program (probed)
+TILE = 6  # output pixels a Winograd tile's side: F(6x6, 3x3)
+POINTS = (TILE + 2) ** 2  # transform points: an 8x8 input patch
+# U is 7.1x the conv's weights (64 points for 9 taps): 403 MB in fp16 for a 1024-channel conv, 6.4 GB
 # for the sixteen of them. A U larger than this is made from the model's fp32 weights by one
-# kernel at each call (~0.2 ms: 113 MB read, 226 MB written) instead of kept; smaller ones are kept.
+# kernel at each call (~0.2 ms: 113 MB read, 403 MB written) instead of kept; smaller ones are kept.
 WINOGRAD_KEPT_U_BYTES = 128 << 20
-_G = ((1 / 4, 0.0, 0.0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6),
-      (1 / 24, -1 / 12, 1 / 6), (0.0, 0.0, 1.0))
+_G = ((1.0, 0.0, 0.0), (-2 / 9, -2 / 9, -2 / 9), (-2 / 9, 2 / 9, -2 / 9), (1 / 90, 1 / 45, 2 / 45),
+      (1 / 90, -1 / 45, 2 / 45), (32 / 45, 16 / 45, 8 / 45), (32 / 45, -16 / 45, 8 / 45), (0.0, 0.0, 1.0))
 
 
 def winograd_weight(w: Tensor, dtype: torch.dtype) -> tuple[Tensor, float]:
-    """w [Co, C, 3 (time), 3, 3] -> (U [36, 3 C, Co] with K index = time tap x C + channel, 1 / scale)."""
+    """w [Co, C, 3 (time), 3, 3] -> (U [64, 3 C, Co] with K index = time tap x C + channel, 1 / scale)."""
     co, c = w.shape[:2]
     g = torch.tensor(_G, dtype=torch.float64, device=w.device)
-    u = torch.einsum("ai,oktij,bj->abtko", g, w.double(), g).reshape(36, 3 * c, co)
+    u = torch.einsum("ai,oktij,bj->abtko", g, w.double(), g).reshape(POINTS, 3 * c, co)
     scale = 2.0 ** -torch.floor(torch.log2(u.abs().max())).item()  # max |U| into [1, 2)
     return (u * scale).to(dtype).contiguous(), 1.0 / scale
 
@@ -570,7 +600,7 @@ class WinogradWeight:
         if self.kept is not None:
             return self.kept
         co, c = self.w.shape[:2]
-        u = torch.empty(36, 3 * c, co, device=self.w.device, dtype=self.dtype)
+        u = torch.empty(POINTS, 3 * c, co, device=self.w.device, dtype=self.dtype)
         _weight_transform[(c, triton.cdiv(co, 128))](self.w, u, c, co, 1.0 / self.inv_scale, BLOCK_O=128)
         return u
 
@@ -581,14 +611,14 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
     history comes apart (read where it is kept, not copied in front)."""
     n, c, tb, h, w = buf.shape
     t, co = tb - (HISTORY if history is None else 0), u.shape[2]
-    tiles_w = (w + 3) // 4
-    tiles = (h + 3) // 4 * tiles_w
+    tiles_w = (w + TILE - 1) // TILE
+    tiles = (h + TILE - 1) // TILE * tiles_w
     out = torch.empty(n, co, t, h, w, device=buf.device, dtype=buf.dtype, memory_format=CL)
     # V holds a step's input frames, each transformed once; M one output frame.
-    frame_bytes = 36 * tiles * c * u.element_size()
+    frame_bytes = POINTS * tiles * c * u.element_size()
     step = max(1, min(t, WINOGRAD_BYTES // frame_bytes - HISTORY))
-    v_flat = torch.empty(36 * tiles * (step + HISTORY) * c, device=buf.device, dtype=u.dtype)
-    m = torch.empty(36, tiles, co, device=buf.device, dtype=u.dtype)
+    v_flat = torch.empty(POINTS * tiles * (step + HISTORY) * c, device=buf.device, dtype=u.dtype)
+    m = torch.empty(POINTS, tiles, co, device=buf.device, dtype=u.dtype)
     (in_p, in_c, in_warps), (out_p, out_c, out_warps) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
 
     def transform(src: Tensor, v: Tensor, v0: int) -> None:
@@ -600,7 +630,7 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
         for t0 in range(0, t, step):
             f = min(step, t - t0)
             frames_in = f + HISTORY  # input frames t0 .. t0 + frames_in of [history | new]
-            v = v_flat[:36 * tiles * frames_in * c].view(36, tiles, frames_in, c)
+            v = v_flat[:POINTS * tiles * frames_in * c].view(POINTS, tiles, frames_in, c)
             if history is None:
                 transform(buf[b, :, t0:t0 + frames_in].permute(1, 2, 3, 0), v, 0)
             else:
@@ -610,7 +640,7 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
                 transform(buf[b, :, first_new - HISTORY:t0 + f].permute(1, 2, 3, 0), v, first_new - t0)
             for j in range(f):
                 # Output frame t0 + j: row `tile` of A is V[e, tile, j:j + 3] flattened, 3 C values.
-                a = v.as_strided((36, tiles, 3 * c), (tiles * frames_in * c, frames_in * c, 1),
+                a = v.as_strided((POINTS, tiles, 3 * c), (tiles * frames_in * c, frames_in * c, 1),
                                  v.storage_offset() + j * c)
                 torch.bmm(a, u, out=m)
                 o = out[b, :, t0 + j].permute(1, 2, 0)  # H, W, Co: dense rows
@@ -816,14 +846,15 @@ class FastDecoder:
         """One causal conv over its input buffer (causal_input). In the first chunk the history is
         the causal zero padding and there is one new frame, so only the last time tap sees data:
         a 2D conv with that tap, a third of the work."""
-        history = self.kept_history(name)  # before causal_input keeps this call's last frames instead
+        # The kept history, read before causal_input keeps this call's last frames instead.
+        history = self.kept_history(name) if self.history_apart(name) else None
         buf = self.causal_input(name, x, gamma, pre_bias)
         if self.chunk_index == 0:
             assert buf.shape[2] == HISTORY + 1, "the first chunk is one latent frame at every stage"
             return F.conv2d(buf[:, :, HISTORY], self.w.last_tap[name], None, padding=pad_hw).unsqueeze(2)
         if name in self.winograd:
             weight = self.winograd[name]
-            return winograd_conv(buf, weight.u(), weight.inv_scale, history if self.history_apart(name) else None)
+            return winograd_conv(buf, weight.u(), weight.inv_scale, history)
         return F.conv3d(buf, self.w.conv[name], None, padding=(0, pad_hw, pad_hw))
 
     def causal_input(self, name: str, x: Tensor, gamma: str | None = None, pre_bias: str | None = None) -> Tensor:
