@@ -64,7 +64,7 @@ SHAPES = [  # (C, Co, output frames, H, W, calls a decode): profiles/probe_convs
 ]
 
 
-BLOCK_CHOICES = [(16, 32, 4), (8, 64, 4), (32, 32, 8), (16, 64, 8), (32, 64, 8)]
+BLOCK_CHOICES = [(8, 32, 4), (4, 64, 4), (8, 64, 8), (16, 32, 8), (16, 64, 8), (8, 64, 4), (4, 32, 2)]
 
 
 def sweep_blocks(m, dev) -> list[str]:

@@ -10,8 +10,9 @@ Gaussian weights, against the exact conv of the same input and the fp32 weights.
   operand dtype (the weights scaled by a power of two first, as optimize.py does), the GEMM's
   output rounded to fp32, the output transform in float64, the output rounded to bf16.
 The time taps of the decoder's 3x3x3 convs only lengthen the sums; they are left out.
-F(2x2) is optimize.py's; F(4x4) would cut the multiply-adds 4x instead of 2.25x and move 2.25x
-the activation bytes instead of 4x, with larger transform coefficients (error grows).
+F(2x2) cuts the multiply-adds 2.25x, F(4x4) 4x and F(6x6) (optimize.py's since session 17) 5.1x,
+with larger transform coefficients as the tile grows (error grows). optimize.py writes the GEMM's
+output M in fp16: the last column.
 """
 
 import torch
@@ -23,8 +24,15 @@ F2 = dict(BT=[[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]], G=[[1,0,0],[.5,.5,.5]
 F4 = dict(BT=[[4,0,-5,0,1,0],[0,-4,-4,1,1,0],[0,4,-4,-1,1,0],[0,-2,-1,2,1,0],[0,2,-1,-2,1,0],[0,4,0,-5,0,1]],
           G=[[1/4,0,0],[-1/6,-1/6,-1/6],[-1/6,1/6,-1/6],[1/24,1/12,1/6],[1/24,-1/12,1/6],[0,0,1]],
           AT=[[1,1,1,1,1,0],[0,1,-1,2,-2,0],[0,1,1,4,4,0],[0,1,-1,8,-8,1]])
+F6 = dict(BT=[[1,0,-21/4,0,21/4,0,-1,0],[0,1,1,-17/4,-17/4,1,1,0],[0,-1,1,17/4,-17/4,-1,1,0],
+              [0,1/2,1/4,-5/2,-5/4,2,1,0],[0,-1/2,1/4,5/2,-5/4,-2,1,0],[0,2,4,-5/2,-5,1/2,1,0],
+              [0,-2,4,5/2,-5,-1/2,1,0],[0,-1,0,21/4,0,-21/4,0,1]],
+          G=[[1,0,0],[-2/9,-2/9,-2/9],[-2/9,2/9,-2/9],[1/90,1/45,2/45],[1/90,-1/45,2/45],
+             [32/45,16/45,8/45],[32/45,-16/45,8/45],[0,0,1]],
+          AT=[[1,1,1,1,1,1,1,0],[0,1,-1,2,-2,1/2,-1/2,0],[0,1,1,4,4,1/4,1/4,0],[0,1,-1,8,-8,1/8,-1/8,0],
+              [0,1,1,16,16,1/16,1/16,0],[0,1,-1,32,-32,1/32,-1/32,1]])
 
-def wino(x, w, mats, op_dtype, out_dtype=torch.bfloat16):
+def wino(x, w, mats, op_dtype, out_dtype=torch.bfloat16, m_dtype=torch.float32):
     """2D conv, pad 1: x [C, H, W] (values already bf16-representable), w [Co, C, 3, 3]."""
     BT, G, AT = (torch.tensor(mats[k], dtype=D) for k in ("BT", "G", "AT"))
     a = BT.shape[0]; m = AT.shape[0]
@@ -36,7 +44,7 @@ def wino(x, w, mats, op_dtype, out_dtype=torch.bfloat16):
     U = torch.einsum("ij,ocjk,lk->ilco", G, w.to(D), G).reshape(a * a, c, w.shape[0])
     scale = 2.0 ** -torch.floor(torch.log2(U.abs().max()))
     V, U = V.to(op_dtype).to(D), (U * scale).to(op_dtype).to(D)
-    M = torch.bmm(V, U).float().to(D)  # fp32 accumulate/output
+    M = torch.bmm(V, U).to(m_dtype).to(D)  # fp32 accumulate, M stored as m_dtype
     M = M.reshape(a, a, th, tw, -1)
     Y = torch.einsum("ij,jkxyo,lk->oxiyl", AT, M, AT).reshape(-1, th * m, tw * m)[:, :h, :wd] / scale
     return Y.to(out_dtype).to(D)
@@ -51,4 +59,7 @@ for c, co, h, w in ((1024, 1024, 24, 24), (512, 512, 24, 24)):
     err = lambda y: ((y - ref).norm() / ref.norm()).item()
     print(f"C {c} -> {co}: direct bf16 {err(direct_bf16(x, wt)):.2e} | F(2x2) fp16 {err(wino(x, wt, F2, torch.float16)):.2e}"
           f" | F(4x4) fp16 {err(wino(x, wt, F4, torch.float16)):.2e} | F(4x4) bf16 {err(wino(x, wt, F4, torch.bfloat16)):.2e}"
-          f" | F(4x4) fp16, fp32 out {err(wino(x, wt, F4, torch.float16, torch.float32)):.2e}")
+          f" | F(4x4) fp16, fp32 out {err(wino(x, wt, F4, torch.float16, torch.float32)):.2e}"
+          f" | F(6x6) fp16 {err(wino(x, wt, F6, torch.float16)):.2e}"
+          f" | F(4x4) / F(6x6) fp16, fp16 M {err(wino(x, wt, F4, torch.float16, m_dtype=torch.float16)):.2e}"
+          f" / {err(wino(x, wt, F6, torch.float16, m_dtype=torch.float16)):.2e}")

@@ -91,11 +91,12 @@ if hasattr(m, "finish_torch"):
     close(label, full_k, full_t)
 # Winograd convs against F.conv3d (fp32 operands: exact up to rounding): odd sizes (a last tile
 # partly outside), batch 2, and a pass split into one-frame GEMMs by a small buffer cap, or into
-# steps of 2 + 1 frames (V for 2 + 2 input frames; the last step on a prefix of the reused V). The
-# transforms' coefficients (up to 5 and 8 in F(4x4)) amplify fp32 rounding to ~1e-5 of outputs of
-# size ~3 here; a wrong tap, tile or index is off by O(1).
+# steps of 2 + 1 frames (V for 2 + 2 input frames of the 4x6 image's tiles; the last step on a prefix
+# of the reused V). The transforms' coefficients (up to 21/4 and 32 in F(6x6)) amplify fp32 rounding
+# to ~3e-5 of outputs of size ~3 here; a wrong tap, tile or index is off by O(1).
 if hasattr(m, "winograd_conv"):
-    for cap, (co, tt, hh, ww) in ((1 << 30, (64, 3, 6, 8)), (1 << 30, (128, 2, 5, 7)), (1, (64, 3, 4, 6)), ((2 + 2) * 36 * 2 * 64 * 4, (64, 3, 4, 6))):
+    two_frame_steps = (2 + 2) * m.POINTS * -(-4 // m.TILE) * -(-6 // m.TILE) * 64 * 4
+    for cap, (co, tt, hh, ww) in ((1 << 30, (64, 3, 6, 8)), (1 << 30, (128, 2, 5, 7)), (1, (64, 3, 4, 6)), (two_frame_steps, (64, 3, 4, 6))):
         m.WINOGRAD_BYTES = cap
         buf = rand(2, 64, tt + 2, hh, ww)
         wt = torch.randn(co, 64, 3, 3, 3, generator=g) / 40
