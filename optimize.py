@@ -251,48 +251,50 @@ if triton is not None:
                 b1 + 8 * b2 + 0.125 * b3, a1 + 16 * a2 + 0.0625 * a3, b1 + 32 * b2 + 0.03125 * b3 + m7)
 
 
+    # The transform kernels compute each offset and mask once and add constants to it: Triton's
+    # compile time grows with the square of the ops between their loads and stores (its coalescing
+    # pass walks the graph from each one), 64 of each here.
     @triton.jit
-    def _load_px(d_ptr, base, y, x, dy: tl.constexpr, dx: tl.constexpr, H, W, cb, pmask, C):
-        # Pixel (y + dy, x + dx) of each tile's patch; base = its offset of pixel (y, x).
-        ok = pmask & (y + dy >= 0) & (y + dy < H) & (x + dx >= 0) & (x + dx < W)
-        offs = (base + (dy * W + dx) * C)[:, None] + cb[None, :]
-        return tl.load(d_ptr + offs, mask=ok[:, None], other=0.0).to(tl.float32)
-
-
-    @triton.jit
-    def _load_col(d_ptr, base, y, x, j: tl.constexpr, H, W, cb, pmask, C):
-        # Column j of each tile's 8x8 patch (top-left pixel (y, x) = (6 ty - 1, 6 tx - 1)),
-        # transformed along the rows: column j of B^T d.
-        return _bt(_load_px(d_ptr, base, y, x, 0, j, H, W, cb, pmask, C),
-                   _load_px(d_ptr, base, y, x, 1, j, H, W, cb, pmask, C),
-                   _load_px(d_ptr, base, y, x, 2, j, H, W, cb, pmask, C),
-                   _load_px(d_ptr, base, y, x, 3, j, H, W, cb, pmask, C),
-                   _load_px(d_ptr, base, y, x, 4, j, H, W, cb, pmask, C),
-                   _load_px(d_ptr, base, y, x, 5, j, H, W, cb, pmask, C),
-                   _load_px(d_ptr, base, y, x, 6, j, H, W, cb, pmask, C),
-                   _load_px(d_ptr, base, y, x, 7, j, H, W, cb, pmask, C))
+    def _inside(y, dy: tl.constexpr, H):
+        return (y + dy >= 0) & (y + dy < H)
 
 
     @triton.jit
-    def _store_v(v_ptr, v, e, u, TB, tiles, p, pmask, cb, C):
+    def _load_px(d_ptrs, dy: tl.constexpr, dx: tl.constexpr, W, C, row_ok, col_ok):
+        # Pixel (dy, dx) of each tile's patch, zero outside the image; d_ptrs: its pixel (0, 0).
+        return tl.load(d_ptrs + (dy * W + dx) * C, mask=(row_ok & col_ok)[:, None], other=0.0).to(tl.float32)
+
+
+    @triton.jit
+    def _load_col(d_ptrs, j: tl.constexpr, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7):
+        # Column j of each tile's 8x8 patch (top-left pixel (6 ty - 1, x = 6 tx - 1)), transformed
+        # along the rows: column j of B^T d. rI: the patch's row I is inside the image.
+        col_ok = _inside(x, j, W)
+        return _bt(_load_px(d_ptrs, 0, j, W, C, r0, col_ok), _load_px(d_ptrs, 1, j, W, C, r1, col_ok),
+                   _load_px(d_ptrs, 2, j, W, C, r2, col_ok), _load_px(d_ptrs, 3, j, W, C, r3, col_ok),
+                   _load_px(d_ptrs, 4, j, W, C, r4, col_ok), _load_px(d_ptrs, 5, j, W, C, r5, col_ok),
+                   _load_px(d_ptrs, 6, j, W, C, r6, col_ok), _load_px(d_ptrs, 7, j, W, C, r7, col_ok))
+
+
+    @triton.jit
+    def _store_v(v_ptrs, v, e: tl.constexpr, e_stride, pmask):
         # V[e, tile, input frame u, c]: a tile's frames side by side, so that the K = 3 C values of
-        # output frame t (input frames t, t + 1, t + 2) are one contiguous run.
-        offs = ((e * tiles + p).to(tl.int64) * TB + u)[:, None] * C + cb[None, :]
-        tl.store(v_ptr + offs, v.to(v_ptr.dtype.element_ty), mask=pmask[:, None])
+        # output frame t (input frames t, t + 1, t + 2) are one contiguous run. v_ptrs: V[0, tile, u, c].
+        tl.store(v_ptrs + e * e_stride, v.to(v_ptrs.dtype.element_ty), mask=pmask[:, None])
 
 
     @triton.jit
-    def _store_row(v_ptr, r0, r1, r2, r3, r4, r5, r6, r7, a: tl.constexpr, u, TB, tiles, p, pmask, cb, C):
+    def _store_row(v_ptrs, r0, r1, r2, r3, r4, r5, r6, r7, a: tl.constexpr, e_stride, pmask):
         # Row a of B^T d, transformed along the columns: transform points e = 8 a + b.
         v0, v1, v2, v3, v4, v5, v6, v7 = _bt(r0, r1, r2, r3, r4, r5, r6, r7)
-        _store_v(v_ptr, v0, 8 * a + 0, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v1, 8 * a + 1, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v2, 8 * a + 2, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v3, 8 * a + 3, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v4, 8 * a + 4, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v5, 8 * a + 5, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v6, 8 * a + 6, u, TB, tiles, p, pmask, cb, C)
-        _store_v(v_ptr, v7, 8 * a + 7, u, TB, tiles, p, pmask, cb, C)
+        _store_v(v_ptrs, v0, 8 * a + 0, e_stride, pmask)
+        _store_v(v_ptrs, v1, 8 * a + 1, e_stride, pmask)
+        _store_v(v_ptrs, v2, 8 * a + 2, e_stride, pmask)
+        _store_v(v_ptrs, v3, 8 * a + 3, e_stride, pmask)
+        _store_v(v_ptrs, v4, 8 * a + 4, e_stride, pmask)
+        _store_v(v_ptrs, v5, 8 * a + 5, e_stride, pmask)
+        _store_v(v_ptrs, v6, 8 * a + 6, e_stride, pmask)
+        _store_v(v_ptrs, v7, 8 * a + 7, e_stride, pmask)
 
 
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "TB", "V0"])
@@ -305,65 +307,68 @@ if triton is not None:
         cb = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
         pmask = p < tiles
         y, x = 6 * (p // tiles_w) - 1, 6 * (p % tiles_w) - 1
-        base = ((u * H + y) * W + x).to(tl.int64) * C
-        u += V0
+        d_ptrs = d_ptr + (((u * H + y) * W + x).to(tl.int64) * C)[:, None] + cb[None, :]
+        r0, r1, r2, r3 = pmask & _inside(y, 0, H), pmask & _inside(y, 1, H), pmask & _inside(y, 2, H), pmask & _inside(y, 3, H)
+        r4, r5, r6, r7 = pmask & _inside(y, 4, H), pmask & _inside(y, 5, H), pmask & _inside(y, 6, H), pmask & _inside(y, 7, H)
+        v_ptrs = v_ptr + ((p.to(tl.int64) * TB + u + V0) * C)[:, None] + cb[None, :]
+        e_stride = tiles.to(tl.int64) * TB * C
         # aI, bI, ... hI: row I of B^T d in patch columns 0..7
-        a0, a1, a2, a3, a4, a5, a6, a7 = _load_col(d_ptr, base, y, x, 0, H, W, cb, pmask, C)
-        b0, b1, b2, b3, b4, b5, b6, b7 = _load_col(d_ptr, base, y, x, 1, H, W, cb, pmask, C)
-        c0, c1, c2, c3, c4, c5, c6, c7 = _load_col(d_ptr, base, y, x, 2, H, W, cb, pmask, C)
-        d0, d1, d2, d3, d4, d5, d6, d7 = _load_col(d_ptr, base, y, x, 3, H, W, cb, pmask, C)
-        e0, e1, e2, e3, e4, e5, e6, e7 = _load_col(d_ptr, base, y, x, 4, H, W, cb, pmask, C)
-        f0, f1, f2, f3, f4, f5, f6, f7 = _load_col(d_ptr, base, y, x, 5, H, W, cb, pmask, C)
-        g0, g1, g2, g3, g4, g5, g6, g7 = _load_col(d_ptr, base, y, x, 6, H, W, cb, pmask, C)
-        h0, h1, h2, h3, h4, h5, h6, h7 = _load_col(d_ptr, base, y, x, 7, H, W, cb, pmask, C)
-        _store_row(v_ptr, a0, b0, c0, d0, e0, f0, g0, h0, 0, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a1, b1, c1, d1, e1, f1, g1, h1, 1, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a2, b2, c2, d2, e2, f2, g2, h2, 2, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a3, b3, c3, d3, e3, f3, g3, h3, 3, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a4, b4, c4, d4, e4, f4, g4, h4, 4, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a5, b5, c5, d5, e5, f5, g5, h5, 5, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a6, b6, c6, d6, e6, f6, g6, h6, 6, u, TB, tiles, p, pmask, cb, C)
-        _store_row(v_ptr, a7, b7, c7, d7, e7, f7, g7, h7, 7, u, TB, tiles, p, pmask, cb, C)
+        a0, a1, a2, a3, a4, a5, a6, a7 = _load_col(d_ptrs, 0, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7)
+        b0, b1, b2, b3, b4, b5, b6, b7 = _load_col(d_ptrs, 1, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7)
+        c0, c1, c2, c3, c4, c5, c6, c7 = _load_col(d_ptrs, 2, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7)
+        d0, d1, d2, d3, d4, d5, d6, d7 = _load_col(d_ptrs, 3, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7)
+        e0, e1, e2, e3, e4, e5, e6, e7 = _load_col(d_ptrs, 4, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7)
+        f0, f1, f2, f3, f4, f5, f6, f7 = _load_col(d_ptrs, 5, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7)
+        g0, g1, g2, g3, g4, g5, g6, g7 = _load_col(d_ptrs, 6, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7)
+        h0, h1, h2, h3, h4, h5, h6, h7 = _load_col(d_ptrs, 7, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7)
+        _store_row(v_ptrs, a0, b0, c0, d0, e0, f0, g0, h0, 0, e_stride, pmask)
+        _store_row(v_ptrs, a1, b1, c1, d1, e1, f1, g1, h1, 1, e_stride, pmask)
+        _store_row(v_ptrs, a2, b2, c2, d2, e2, f2, g2, h2, 2, e_stride, pmask)
+        _store_row(v_ptrs, a3, b3, c3, d3, e3, f3, g3, h3, 3, e_stride, pmask)
+        _store_row(v_ptrs, a4, b4, c4, d4, e4, f4, g4, h4, 4, e_stride, pmask)
+        _store_row(v_ptrs, a5, b5, c5, d5, e5, f5, g5, h5, 5, e_stride, pmask)
+        _store_row(v_ptrs, a6, b6, c6, d6, e6, f6, g6, h6, 6, e_stride, pmask)
+        _store_row(v_ptrs, a7, b7, c7, d7, e7, f7, g7, h7, 7, e_stride, pmask)
 
 
     @triton.jit
-    def _load_m(m_ptr, e, r, rows_total, cb, mask, CO):
-        offs = (e * rows_total + r).to(tl.int64)[:, None] * CO + cb[None, :]
-        return tl.load(m_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    def _load_m(m_ptrs, e: tl.constexpr, e_stride, mask):
+        # M[e, r, c]; m_ptrs: M[0, r, c].
+        return tl.load(m_ptrs + e * e_stride, mask=mask, other=0.0).to(tl.float32)
 
 
     @triton.jit
-    def _at_col(m_ptr, j, r, rows_total, cb, mask, CO):
+    def _at_col(m_ptrs, j: tl.constexpr, e_stride, mask):
         # A^T over the rows of column j of M: output rows 0..5 of column j.
-        return _at(_load_m(m_ptr, j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 8 + j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 16 + j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 24 + j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 32 + j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 40 + j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 48 + j, r, rows_total, cb, mask, CO),
-                   _load_m(m_ptr, 56 + j, r, rows_total, cb, mask, CO))
+        return _at(_load_m(m_ptrs, j, e_stride, mask),
+                   _load_m(m_ptrs, 8 + j, e_stride, mask),
+                   _load_m(m_ptrs, 16 + j, e_stride, mask),
+                   _load_m(m_ptrs, 24 + j, e_stride, mask),
+                   _load_m(m_ptrs, 32 + j, e_stride, mask),
+                   _load_m(m_ptrs, 40 + j, e_stride, mask),
+                   _load_m(m_ptrs, 48 + j, e_stride, mask),
+                   _load_m(m_ptrs, 56 + j, e_stride, mask))
 
 
     @triton.jit
-    def _store_px(out_ptr, y, t, ty, tx, i: tl.constexpr, j: tl.constexpr, H, W, inv_scale, cb, mask, CO):
-        y_px, x_px = 6 * ty + i, 6 * tx + j  # where H or W is not a multiple of 6, the last tiles stick out
-        offs = ((t * H + y_px) * W + x_px).to(tl.int64)[:, None] * CO + cb[None, :]
-        ok = mask & ((y_px < H) & (x_px < W))[:, None]
-        tl.store(out_ptr + offs, (y * inv_scale).to(out_ptr.dtype.element_ty), mask=ok)
+    def _store_px(out_ptrs, y, i: tl.constexpr, j: tl.constexpr, tx, W, inv_scale, row_ok, CO):
+        # Pixel (i, j) of each output tile; out_ptrs: its pixel (0, 0). Where H or W is not a multiple
+        # of 6, the last tiles stick out: row_ok (pixel row i inside the image) and the column's test.
+        ok = row_ok & (6 * tx + j < W)[:, None]
+        tl.store(out_ptrs + (i * W + j) * CO, (y * inv_scale).to(out_ptrs.dtype.element_ty), mask=ok)
 
 
     @triton.jit
-    def _store_out_row(out_ptr, s0, s1, s2, s3, s4, s5, s6, s7, i: tl.constexpr, t, ty, tx, H, W, inv_scale, cb,
-                       mask, CO):
+    def _store_out_row(out_ptrs, s0, s1, s2, s3, s4, s5, s6, s7, i: tl.constexpr, ty, tx, H, W, inv_scale, mask, CO):
         # Output row i of each tile: A^T along the columns of row i of (A^T M).
         y0, y1, y2, y3, y4, y5 = _at(s0, s1, s2, s3, s4, s5, s6, s7)
-        _store_px(out_ptr, y0, t, ty, tx, i, 0, H, W, inv_scale, cb, mask, CO)
-        _store_px(out_ptr, y1, t, ty, tx, i, 1, H, W, inv_scale, cb, mask, CO)
-        _store_px(out_ptr, y2, t, ty, tx, i, 2, H, W, inv_scale, cb, mask, CO)
-        _store_px(out_ptr, y3, t, ty, tx, i, 3, H, W, inv_scale, cb, mask, CO)
-        _store_px(out_ptr, y4, t, ty, tx, i, 4, H, W, inv_scale, cb, mask, CO)
-        _store_px(out_ptr, y5, t, ty, tx, i, 5, H, W, inv_scale, cb, mask, CO)
+        row_ok = mask & (6 * ty + i < H)[:, None]
+        _store_px(out_ptrs, y0, i, 0, tx, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y1, i, 1, tx, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y2, i, 2, tx, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y3, i, 3, tx, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y4, i, 4, tx, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y5, i, 5, tx, W, inv_scale, row_ok, CO)
 
 
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "rows_total", "H", "W", "inv_scale"])
@@ -373,22 +378,25 @@ if triton is not None:
         r = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
         mask = (r < rows_total)[:, None]
-        s00, s10, s20, s30, s40, s50 = _at_col(m_ptr, 0, r, rows_total, cb, mask, CO)  # sIJ: output row I, M column J
-        s01, s11, s21, s31, s41, s51 = _at_col(m_ptr, 1, r, rows_total, cb, mask, CO)
-        s02, s12, s22, s32, s42, s52 = _at_col(m_ptr, 2, r, rows_total, cb, mask, CO)
-        s03, s13, s23, s33, s43, s53 = _at_col(m_ptr, 3, r, rows_total, cb, mask, CO)
-        s04, s14, s24, s34, s44, s54 = _at_col(m_ptr, 4, r, rows_total, cb, mask, CO)
-        s05, s15, s25, s35, s45, s55 = _at_col(m_ptr, 5, r, rows_total, cb, mask, CO)
-        s06, s16, s26, s36, s46, s56 = _at_col(m_ptr, 6, r, rows_total, cb, mask, CO)
-        s07, s17, s27, s37, s47, s57 = _at_col(m_ptr, 7, r, rows_total, cb, mask, CO)
+        m_ptrs = m_ptr + (r.to(tl.int64) * CO)[:, None] + cb[None, :]
+        e_stride = rows_total.to(tl.int64) * CO
+        s00, s10, s20, s30, s40, s50 = _at_col(m_ptrs, 0, e_stride, mask)  # sIJ: output row I, M column J
+        s01, s11, s21, s31, s41, s51 = _at_col(m_ptrs, 1, e_stride, mask)
+        s02, s12, s22, s32, s42, s52 = _at_col(m_ptrs, 2, e_stride, mask)
+        s03, s13, s23, s33, s43, s53 = _at_col(m_ptrs, 3, e_stride, mask)
+        s04, s14, s24, s34, s44, s54 = _at_col(m_ptrs, 4, e_stride, mask)
+        s05, s15, s25, s35, s45, s55 = _at_col(m_ptrs, 5, e_stride, mask)
+        s06, s16, s26, s36, s46, s56 = _at_col(m_ptrs, 6, e_stride, mask)
+        s07, s17, s27, s37, s47, s57 = _at_col(m_ptrs, 7, e_stride, mask)
         t, p = r // tiles, r % tiles
         ty, tx = p // tiles_w, p % tiles_w
-        _store_out_row(out_ptr, s00, s01, s02, s03, s04, s05, s06, s07, 0, t, ty, tx, H, W, inv_scale, cb, mask, CO)
-        _store_out_row(out_ptr, s10, s11, s12, s13, s14, s15, s16, s17, 1, t, ty, tx, H, W, inv_scale, cb, mask, CO)
-        _store_out_row(out_ptr, s20, s21, s22, s23, s24, s25, s26, s27, 2, t, ty, tx, H, W, inv_scale, cb, mask, CO)
-        _store_out_row(out_ptr, s30, s31, s32, s33, s34, s35, s36, s37, 3, t, ty, tx, H, W, inv_scale, cb, mask, CO)
-        _store_out_row(out_ptr, s40, s41, s42, s43, s44, s45, s46, s47, 4, t, ty, tx, H, W, inv_scale, cb, mask, CO)
-        _store_out_row(out_ptr, s50, s51, s52, s53, s54, s55, s56, s57, 5, t, ty, tx, H, W, inv_scale, cb, mask, CO)
+        out_ptrs = out_ptr + (((t * H + 6 * ty) * W + 6 * tx).to(tl.int64) * CO)[:, None] + cb[None, :]
+        _store_out_row(out_ptrs, s00, s01, s02, s03, s04, s05, s06, s07, 0, ty, tx, H, W, inv_scale, mask, CO)
+        _store_out_row(out_ptrs, s10, s11, s12, s13, s14, s15, s16, s17, 1, ty, tx, H, W, inv_scale, mask, CO)
+        _store_out_row(out_ptrs, s20, s21, s22, s23, s24, s25, s26, s27, 2, ty, tx, H, W, inv_scale, mask, CO)
+        _store_out_row(out_ptrs, s30, s31, s32, s33, s34, s35, s36, s37, 3, ty, tx, H, W, inv_scale, mask, CO)
+        _store_out_row(out_ptrs, s40, s41, s42, s43, s44, s45, s46, s47, 4, ty, tx, H, W, inv_scale, mask, CO)
+        _store_out_row(out_ptrs, s50, s51, s52, s53, s54, s55, s56, s57, 5, ty, tx, H, W, inv_scale, mask, CO)
 
     @triton.jit
     def _gt(x0, x1, x2):
