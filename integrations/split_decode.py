@@ -155,22 +155,25 @@ class HaloExchange:
         out.narrow(axis, rows + n, rows).copy_(after)
         return out
 
-    def fix_borders(self, x: Tensor, y: Tensor, rows: int, reach: int, conv: Callable[[Tensor], Tensor],
-                    pending: Callable[[], tuple[Tensor, Tensor]]) -> Tensor:
-        """y, the slab's conv computed with zero padding, with its `rows` output rows at each slab
-        border that read the padding computed again from the neighbours' rows. conv(window) maps a
-        window of input rows [`rows` halo rows | `reach` of the slab's own] (or the mirror image at
-        the far border) to exactly the `rows` output rows they make. Costs a border's worth of work
-        instead of a copy of the whole input with its halo (and of the output, cropped back)."""
-        axis, n = self.split.axis, x.shape[self.split.axis]
-        before, after = pending()
-        fmt = _memory_format(x)
+    def fix_borders(self, xs: list[Tensor], y: Tensor, rows: int, reach: int, conv: Callable[..., Tensor],
+                    pending: list[Callable[[], tuple[Tensor, Tensor]]]) -> Tensor:
+        """y, the slab's conv of the inputs xs (each laid out on the slab's rows; pending: the
+        neighbour_rows wait of each) computed with zero padding, with its `rows` output rows at
+        each slab border that read the padding computed again from the neighbours' rows.
+        conv(*windows) maps a window of each input's rows [`rows` halo rows | `reach` of the slab's
+        own] (or the mirror image at the far border) to exactly the `rows` output rows they make.
+        Costs a border's worth of work instead of a copy of the whole input with its halo (and of
+        the output, cropped back)."""
+        axis = self.split.axis
+        halos = [wait() for wait in pending]
         if self.enabled and self.before is not None:
-            window = torch.cat([before, x.narrow(axis, 0, reach)], dim=axis).contiguous(memory_format=fmt)
-            y.narrow(axis, 0, rows).copy_(conv(window))
+            windows = [torch.cat([before, x.narrow(axis, 0, reach)], dim=axis).contiguous(memory_format=_memory_format(x))
+                       for x, (before, _) in zip(xs, halos)]
+            y.narrow(axis, 0, rows).copy_(conv(*windows))
         if self.enabled and self.after is not None:
-            window = torch.cat([x.narrow(axis, n - reach, reach), after], dim=axis).contiguous(memory_format=fmt)
-            y.narrow(axis, y.shape[axis] - rows, rows).copy_(conv(window))
+            windows = [torch.cat([x.narrow(axis, x.shape[axis] - reach, reach), after], dim=axis)
+                       .contiguous(memory_format=_memory_format(x)) for x, (_, after) in zip(xs, halos)]
+            y.narrow(axis, y.shape[axis] - rows, rows).copy_(conv(*windows))
         return y
 
     def gather_sequence(self, t: Tensor) -> Tensor:
@@ -251,8 +254,8 @@ class _SplitFunctional:
             return conv(self._halo.with_halo(x, rows), weight, bias, stride, unpadded, dilation, groups)
         pending = self._halo.neighbour_rows(x, rows)
         y = conv(x, weight, bias, stride, padding, dilation, groups)
-        return self._halo.fix_borders(x, y, rows, reach, lambda w: conv(w, weight, bias, stride, unpadded, dilation, groups),
-                                      pending)
+        return self._halo.fix_borders([x], y, rows, reach, lambda w: conv(w, weight, bias, stride, unpadded, dilation, groups),
+                                      [pending])
 
     def scaled_dot_product_attention(self, query: Tensor, key: Tensor, value: Tensor, *args: Any,
                                      **kwargs: Any) -> Tensor:
@@ -278,15 +281,27 @@ def _per_dim(value: Any, dims: int, weight: Tensor | None = None) -> list[int]:
 def _same_padded(fn: Callable[..., Tensor], rows: int, halo: HaloExchange) -> Callable[..., Tensor]:
     """fn(x, ...) that zero-pads `rows` in space itself ("same": as many output rows as input
     rows): run on the slab, then its border rows again on windows with the neighbours' rows (of a
-    window of 3 x `rows` rows, the middle `rows` output rows are the ones wanted)."""
+    window of 3 x `rows` rows, the middle `rows` output rows are the ones wanted). A positional
+    tensor argument laid out on the same rows and columns as x (the Winograd conv's history
+    frames, kept apart from its input) is part of the input: cut into the same windows."""
     def wrapped(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         axis = halo.split.axis
+        on_rows = [i for i, a in enumerate(args)
+                   if isinstance(a, Tensor) and a.dim() == x.dim() and a.shape[-2:] == x.shape[-2:]]
+
+        def call(inputs: list[Tensor]) -> Tensor:
+            rest = list(args)
+            for i, a in zip(on_rows, inputs[1:]):
+                rest[i] = a
+            return fn(inputs[0], *rest, **kwargs)
+
+        inputs = [x, *(args[i] for i in on_rows)]
         if x.shape[axis] < 2 * rows:  # a slab thinner than the kernel: the halo rows around all of it
-            y = fn(halo.with_halo(x, rows), *args, **kwargs)
+            y = call([halo.with_halo(a, rows) for a in inputs])
             return y.narrow(axis, rows, y.shape[axis] - 2 * rows).contiguous(memory_format=_memory_format(y))
-        pending = halo.neighbour_rows(x, rows)
-        y = fn(x, *args, **kwargs)
-        return halo.fix_borders(x, y, rows, 2 * rows, lambda w: fn(w, *args, **kwargs).narrow(axis, rows, rows), pending)
+        pending = [halo.neighbour_rows(a, rows) for a in inputs]
+        y = call(inputs)
+        return halo.fix_borders(inputs, y, rows, 2 * rows, lambda *w: call(list(w)).narrow(axis, rows, rows), pending)
     return wrapped
 
 

@@ -88,19 +88,22 @@ def test_choose_split() -> None:
 
 class _OneProcessHalo:
     """A rank's halo exchange without the other ranks: the neighbours' rows are read from the whole
-    tensor (`whole`: the same layer's input for the whole frame), as the real exchange delivers them."""
+    tensor (of `wholes`, the one the slab is cut from: the same layer's input for the whole frame),
+    as the real exchange delivers them."""
 
-    def __init__(self, whole: torch.Tensor, split: "Split") -> None:
+    def __init__(self, wholes: list[torch.Tensor], split: "Split") -> None:
         from integrations.split_decode import HaloExchange
 
         self.halo = HaloExchange(split, None)
         self.halo.before = split.rank - 1 if split.rank > 0 else None
         self.halo.after = split.rank + 1 if split.rank + 1 < split.ranks else None
-        scale = whole.shape[split.axis] // sum(split.sizes)
+        scale = wholes[0].shape[split.axis] // sum(split.sizes)
         start, n = scale * split.start(split.rank), scale * split.sizes[split.rank]
 
         def neighbour_rows(x: torch.Tensor, rows: int):
             assert x.shape[split.axis] == n
+            whole, = (w for w in wholes if w.shape == x.shape[:split.axis] + w.shape[split.axis:]
+                      and torch.equal(w.narrow(split.axis, start, n), x))
             size = whole.shape[split.axis]
             def rows_at(first: int) -> torch.Tensor:
                 if first < 0 or first + rows > size:
@@ -118,8 +121,9 @@ def test_a_slabs_conv_equals_its_rows_of_the_whole_frames_conv(axis: int, kernel
     again from the neighbours' rows (or, for a slab thinner than the kernel, the halo rows around
     all of it), equals its rows of the whole frame's conv, for a 3x3 and the sub-pixel 2x2 conv
     (one more output row than input rows: each slab's last one is the next slab's first), conv3d
-    with a time tap too; and a same-padded conv function (the Winograd conv's wrapper) likewise.
-    Slabs of 1 to 5 rows: both the border path and the thin-slab path."""
+    with a time tap too; and a same-padded conv function (the Winograd conv's wrapper) likewise,
+    also given the two history frames apart from its input, as the Winograd conv is past the first
+    pass. Slabs of 1 to 5 rows: both the border path and the thin-slab path."""
     from integrations.split_decode import Split, _same_padded, _SplitFunctional
 
     g = torch.Generator().manual_seed(3)
@@ -127,11 +131,13 @@ def test_a_slabs_conv_equals_its_rows_of_the_whole_frames_conv(axis: int, kernel
     w3 = torch.randn(5, 4, 2, kernel, kernel, generator=g)
     pad = (0, padding, padding)
     full = torch.nn.functional.conv3d(whole, w3, padding=pad)
+    history = torch.randn(1, 4, 2, 10, 11, generator=g)  # the two frames a conv kept from its last pass
+    full_after_history = torch.nn.functional.conv3d(torch.cat([history, whole], 2), w3, padding=pad)
     size = whole.shape[axis]
     sizes = (5, 1, size - 8, 2) if padding else (5, size - 5)
     for rank in range(len(sizes)):
         split = Split(axis, sizes, rank)
-        one = _OneProcessHalo(whole, split)
+        one = _OneProcessHalo([whole, history], split)
         slab = whole.narrow(axis, one.start, one.n)
         got = _SplitFunctional(one.halo).conv3d(slab, w3, None, 1, pad)
         want = full.narrow(axis, one.start, got.shape[axis])
@@ -140,6 +146,9 @@ def test_a_slabs_conv_equals_its_rows_of_the_whole_frames_conv(axis: int, kernel
             same = lambda x: torch.nn.functional.conv3d(x, w3, padding=pad)  # noqa: E731
             got = _same_padded(same, 1, one.halo)(slab)
             assert float((got - full.narrow(axis, one.start, one.n)).abs().max()) < 1e-5, (sizes, rank)
+            apart = lambda x, kept: torch.nn.functional.conv3d(torch.cat([kept, x], 2), w3, padding=pad)  # noqa: E731
+            got = _same_padded(apart, 1, one.halo)(slab, history.narrow(axis, one.start, one.n))
+            assert float((got - full_after_history.narrow(axis, one.start, one.n)).abs().max()) < 1e-5, (sizes, rank)
 
 
 def test_one_rank_is_todays_path(narrow_vae: torch.nn.Module) -> None:
