@@ -29,7 +29,7 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from conftest import make_toy, use
+from conftest import made_once, make_toy, use
 from harness.session import Session
 from test_run_experiment import run_here
 
@@ -170,14 +170,9 @@ def build_decoder(model, example_input):
 '''
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A toy workspace (assets made once) that tests copy when they need one to write in. Its
-    first run is already recorded (the fp32 eager baseline, then a slower honest candidate: a
-    revert), so each experiment in a copy measures only its cheater against that baseline (the
-    baseline's worker and its calls once per module, not once per experiment)."""
-    ws = make_toy(tmp_path_factory.mktemp("isolation") / "ws")
-    slow = ws.parent / "slow_honest.py"
+def make_template(folder: Path) -> Path:
+    ws = make_toy(folder / "ws")
+    slow = folder / "slow_honest.py"
     slow.write_text(SLOW_HONEST)
     # run_experiment's main in this process (no interpreter start): an honest candidate only sets
     # the stage; each test's experiments run as harness processes of their own.
@@ -185,6 +180,15 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
                           delay=BASELINE_DELAY_S)
     assert rc == 0 and [row["status"] for row in rows(ws)] == ["baseline", "revert"], out[-2000:]
     return ws
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A toy workspace (assets made once) that tests copy when they need one to write in. Its
+    first run is already recorded (the fp32 eager baseline, then a slower honest candidate: a
+    revert), so each experiment in a copy measures only its cheater against that baseline (the
+    baseline's worker and its calls once per run, not once per experiment or xdist worker)."""
+    return made_once(tmp_path_factory, "isolation", make_template)
 
 
 @pytest.fixture
