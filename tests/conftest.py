@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -135,6 +135,25 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
             fcntl.flock(main, fcntl.LOCK_SH)
             fcntl.flock(gate, fcntl.LOCK_UN)
         yield  # closing the files releases the locks
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:
+    """`make(folder)` once for the whole run, for a workspace that tests only copy or read: under
+    pytest-xdist a module's tests run on both workers, where a module-scoped fixture would be made
+    twice (a first run's baseline: seconds of CPU and of sleeping toy calls). The first worker to
+    ask makes it in the run's shared temporary folder while the other waits on a lock."""
+    shared = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        shared = shared.parent  # the run's folder, which every xdist worker of the run shares
+    done = shared / f"{name}.made"
+    with open(shared / f"{name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            folder = shared / name
+            shutil.rmtree(folder, ignore_errors=True)  # a failed attempt's remains
+            folder.mkdir()
+            done.write_text(str(make(folder)))
+    return Path(done.read_text())
 
 
 @contextlib.contextmanager

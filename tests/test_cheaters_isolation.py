@@ -29,14 +29,16 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from conftest import make_toy, use
+from conftest import made_once, make_toy, use
 from harness.session import Session
 from test_run_experiment import run_here
 
 REPO = Path(__file__).resolve().parent.parent
 CHEATERS = Path(__file__).resolve().parent / "cheaters"
 HONEST_COST_S = 0.3  # what the timing cheaters pay per honest call
-BASELINE_DELAY_S = 0.3  # TOY_DELAY_S for run_experiment's fp32 baseline: a fast candidate is a keeper
+# TOY_DELAY_S for run_experiment's fp32 baseline: a fast candidate (no sleep, ~1 ms a call) is a
+# keeper by far; a longer sleep only adds wall time to every paired experiment.
+BASELINE_DELAY_S = 0.1
 
 
 def cheater(name: str, where: Path | None = None, **config: str) -> Path:
@@ -170,14 +172,9 @@ def build_decoder(model, example_input):
 '''
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A toy workspace (assets made once) that tests copy when they need one to write in. Its
-    first run is already recorded (the fp32 eager baseline, then a slower honest candidate: a
-    revert), so each experiment in a copy measures only its cheater against that baseline (the
-    baseline's worker and its calls once per module, not once per experiment)."""
-    ws = make_toy(tmp_path_factory.mktemp("isolation") / "ws")
-    slow = ws.parent / "slow_honest.py"
+def make_template(folder: Path) -> Path:
+    ws = make_toy(folder / "ws")
+    slow = folder / "slow_honest.py"
     slow.write_text(SLOW_HONEST)
     # run_experiment's main in this process (no interpreter start): an honest candidate only sets
     # the stage; each test's experiments run as harness processes of their own.
@@ -185,6 +182,15 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
                           delay=BASELINE_DELAY_S)
     assert rc == 0 and [row["status"] for row in rows(ws)] == ["baseline", "revert"], out[-2000:]
     return ws
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A toy workspace (assets made once) that tests copy when they need one to write in. Its
+    first run is already recorded (the fp32 eager baseline, then a slower honest candidate: a
+    revert), so each experiment in a copy measures only its cheater against that baseline (the
+    baseline's worker and its calls once per run, not once per experiment or xdist worker)."""
+    return made_once(tmp_path_factory, "isolation", make_template)
 
 
 @pytest.fixture

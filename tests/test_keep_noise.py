@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_toy, use
+from conftest import made_once, make_toy, use
 from harness import records as R
 from test_run_experiment import run_here
 
@@ -35,16 +35,20 @@ def scaled(share: float, note: str = "") -> str:
             f'    def forward_fn(x):\n        return model(x)\n\n    return forward_fn, {{"share": {share}}}\n')
 
 
-@pytest.fixture(scope="module")
-def first_keeper(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The first run, once for the module: the baseline (e001), then optimize.py at half the frozen
-    model's time, kept (e002). Never written to: each test works in a copy (first_run)."""
-    ws = make_toy(tmp_path_factory.mktemp("keep_noise") / "toy", git=True)
+def make_first_keeper(folder: Path) -> Path:
+    ws = make_toy(folder / "toy", git=True)
     (ws / "optimize.py").write_text(scaled(0.5))
     subprocess.run(["git", "commit", "-qam", "half"], cwd=ws, check=True)
     rc, f, out = run(ws, "--desc", "first run", "--no-profile")
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
     return ws
+
+
+@pytest.fixture(scope="module")
+def first_keeper(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first run, once for the run (conftest.made_once): the baseline (e001), then optimize.py
+    at half the frozen model's time, kept (e002). Never written to: each test works in a copy (first_run)."""
+    return made_once(tmp_path_factory, "keep_noise", make_first_keeper)
 
 
 def first_run(first_keeper: Path, tmp_path: Path) -> Path:
