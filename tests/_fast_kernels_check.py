@@ -89,14 +89,14 @@ if hasattr(m, "finish_torch"):
     m.finish(head, b12, full_k[:, :, 1:1 + t])
     m.finish_torch(head, b12, full_t[:, :, 1:1 + t])
     close(label, full_k, full_t)
-# Winograd convs against F.conv3d (fp32 operands: exact up to rounding): odd sizes (a last tile
-# partly outside), batch 2, and a pass split into one-frame GEMMs by a small buffer cap, or into
-# steps of 2 + 1 frames (V for 2 + 2 input frames of the 4x6 image's tiles; the last step on a prefix
+# Winograd convs against F.conv3d (fp32 operands: exact up to rounding): odd sizes (7x8: 2x2 tiles
+# of 6x6, the last row and column partly outside), batch 2, and a pass split into one-frame GEMMs
+# by a small buffer cap, or into steps of 2 + 1 frames (V for 2 + 2 input frames of the 4x6 image's tiles; the last step on a prefix
 # of the reused V). The transforms' coefficients (up to 21/4 and 32 in F(6x6)) amplify fp32 rounding
 # to ~3e-5 of outputs of size ~3 here; a wrong tap, tile or index is off by O(1).
 if hasattr(m, "winograd_conv"):
     two_frame_steps = (2 + 2) * m.POINTS * -(-4 // m.TILE) * -(-6 // m.TILE) * 64 * 4
-    for cap, (co, tt, hh, ww) in ((1 << 30, (64, 3, 6, 8)), (1 << 30, (128, 2, 5, 7)), (1, (64, 3, 4, 6)), (two_frame_steps, (64, 3, 4, 6))):
+    for cap, (co, tt, hh, ww) in ((1 << 30, (64, 3, 7, 8)), (1 << 30, (128, 2, 5, 7)), (1, (64, 3, 4, 6)), (two_frame_steps, (64, 3, 4, 6))):
         m.WINOGRAD_BYTES = cap
         buf = rand(2, 64, tt + 2, hh, ww)
         wt = torch.randn(co, 64, 3, 3, 3, generator=g) / 40
