@@ -117,12 +117,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     exclusively (so no new test starts beside it), then waits for the main lock exclusively (for
     the test in flight to end). A `big` test (1.5-2 GB: several interpreters and workers at once)
     first takes a third lock exclusively, so two of them never run side by side, while a common
-    test may run beside either. The files live in the run's temporary folder, which every xdist
-    worker of the run shares."""
+    test may run beside either. The files live in the run's temporary folder (run_folder)."""
     if "PYTEST_XDIST_WORKER" not in os.environ or runs_light(item):
         yield
         return
-    folder = item.config._tmp_path_factory.getbasetemp().parent
+    folder = run_folder(item.config._tmp_path_factory)
     with open(folder / "full_width.gate", "a+") as gate, open(folder / "full_width.lock", "a+") as main, \
             open(folder / "big.lock", "a+") as big:
         if item.get_closest_marker("big") is not None:
@@ -137,14 +136,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         yield  # closing the files releases the locks
 
 
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's temporary folder: under pytest-xdist the one every worker of the run shares (the
+    parent of each worker's own)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:
     """`make(folder)` once for the whole run, for a workspace that tests only copy or read: under
     pytest-xdist a module's tests run on both workers, where a module-scoped fixture would be made
     twice (a first run's baseline: seconds of CPU and of sleeping toy calls). The first worker to
     ask makes it in the run's shared temporary folder while the other waits on a lock."""
-    shared = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        shared = shared.parent  # the run's folder, which every xdist worker of the run shares
+    shared = run_folder(tmp_path_factory)
     done = shared / f"{name}.made"
     with open(shared / f"{name}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
