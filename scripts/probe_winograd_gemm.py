@@ -4,10 +4,10 @@
     TRITON_INTERPRET=1 python scripts/probe_winograd_gemm.py --check   # CPU: the kernels' results
 
 Each output frame's GEMM reads three input frames of V, so every V frame is read three times
-(optimize.py's winograd_conv: one bmm over the 36 transform points per output frame). At 256
+(optimize.py's winograd_conv: one bmm over the transform points per output frame). At 256
 channels that makes the GEMM memory-bound (~465 TFLOP/s in e101's profile). The ways timed here:
 
-- frame: the shipped form, a bmm over the 36 points per output frame;
+- frame: the shipped form, a bmm over the points per output frame;
 - point: a bmm over the step's output frames per transform point (A's batch stride is one frame),
   so that consecutive batches share two of their three frames while they are in L2;
 - triton-*: one Triton kernel for the whole step; a program walks the step's output frames for its
@@ -29,6 +29,11 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _probe import median_ms  # noqa: E402
 
+# The Winograd tile the GEMMs are shaped for: F(4x4, 3x3)'s, optimize.py's when
+# profiles/probe_winograd_gemm.md was measured (session 17, before e107); 6 for today's F(6x6).
+TILE = 4
+POINTS = (TILE + 2) ** 2  # transform points: the GEMM's batch
+
 SHAPES = [  # (C, Co, output frames a step, H, W, output frames a decode) as the decode runs them
     (256, 256, 4, 352, 640, 600),
     (512, 256, 4, 352, 640, 120),
@@ -42,8 +47,8 @@ SHAPES = [  # (C, Co, output frames a step, H, W, output frames a decode) as the
 @triton.jit
 def _gemm_loop(v_ptr, u_ptr, m_ptr, tiles, frames_in, frames, CO, C: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    # v: [36, tiles, frames_in, C]; u: [36, 3 C, CO]; m: [36, frames x tiles, CO]. Output frame j's
-    # row `tile` is V[e, tile, j:j + 3] flattened: 3 C contiguous values.
+    # v: [POINTS, tiles, frames_in, C]; u: [POINTS, 3 C, CO]; m: [POINTS, frames x tiles, CO].
+    # Output frame j's row `tile` is V[e, tile, j:j + 3] flattened: 3 C contiguous values.
     e = tl.program_id(1)
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(2) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -83,14 +88,14 @@ def _gemm_grid(v_ptr, u_ptr, m_ptr, tiles, frames_in, frames, CO, C: tl.constexp
 def by_frame(v, u, m, frames):
     _, tiles, frames_in, c = v.shape
     for j in range(frames):
-        a = v.as_strided((36, tiles, 3 * c), (tiles * frames_in * c, frames_in * c, 1), j * c)
+        a = v.as_strided((POINTS, tiles, 3 * c), (tiles * frames_in * c, frames_in * c, 1), j * c)
         torch.bmm(a, u, out=m[:, j * tiles:(j + 1) * tiles])
 
 
 def by_point(v, u, m, frames):
     _, tiles, frames_in, c = v.shape
     co = u.shape[2]
-    for e in range(36):
+    for e in range(POINTS):
         a = v[e].as_strided((frames, tiles, 3 * c), (c, frames_in * c, 1), v[e].storage_offset())
         torch.bmm(a, u[e].expand(frames, 3 * c, co), out=m[e].view(frames, tiles, co))
 
@@ -100,9 +105,9 @@ def triton_way(kernel, bm, bn, bk, warps, stages):
         _, tiles, frames_in, c = v.shape
         co = u.shape[2]
         if kernel is _gemm_loop:
-            grid = (triton.cdiv(tiles, bm), 36, co // bn)
+            grid = (triton.cdiv(tiles, bm), POINTS, co // bn)
         else:
-            grid = (frames, triton.cdiv(tiles, bm), 36 * (co // bn))
+            grid = (frames, triton.cdiv(tiles, bm), POINTS * (co // bn))
         kernel[grid](v, u, m, tiles, frames_in, frames, co, C=c, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                      num_warps=warps, num_stages=stages)
     return run
@@ -117,10 +122,10 @@ for bm, bn, bk, warps, stages in [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4), (1
 
 def operands(c, co, frames, h, w, device, dtype):
     g = torch.Generator(device="cpu").manual_seed(0)
-    tiles = (h + 3) // 4 * ((w + 3) // 4)
-    v = torch.randn(36, tiles, frames + 2, c, generator=g).to(device, dtype)
-    u = (torch.randn(36, 3 * c, co, generator=g) / (3 * c) ** 0.5).to(device, dtype)
-    return v, u, torch.empty(36, frames * tiles, co, device=device, dtype=dtype)
+    tiles = -(-h // TILE) * -(-w // TILE)
+    v = torch.randn(POINTS, tiles, frames + 2, c, generator=g).to(device, dtype)
+    u = (torch.randn(POINTS, 3 * c, co, generator=g) / (3 * c) ** 0.5).to(device, dtype)
+    return v, u, torch.empty(POINTS, frames * tiles, co, device=device, dtype=dtype)
 
 
 def check() -> None:
@@ -155,7 +160,7 @@ def main() -> None:
         v, u, m = operands(c, co, frames, h, w, dev, torch.float16)
         ref = torch.empty_like(m)
         by_frame(v, u, ref, frames)
-        flops = 2 * 36 * m.shape[1] * 3 * c * co
+        flops = 2 * POINTS * m.shape[1] * 3 * c * co
         for name, way in WAYS.items():
             m.zero_()
             try:
