@@ -193,9 +193,10 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     for path, data in files.values():
         _common.atomic_write(path, data, exclusive=True)
         written.append(path)
-    png = render_plot(goals, preset, gpu)
-    if png:
-        written.append(png)
+    if status in records.KEEPERS:  # drawn where it is committed: python harness/plots.py draws it any time
+        png = render_plot(goals, preset, gpu)
+        if png:
+            written.append(png)
     if status in records.KEEPERS and repo is not None:
         _commit(repo, written, f"{exp}: record and profile")
     return (1 if status in records.RED else 0), {
@@ -229,6 +230,11 @@ def render_plot(goals: dict[str, Any], preset: str, gpu: str) -> Path | None:
     return None
 
 
+def seconds(s: float) -> str:
+    """A duration in plain digits: a spread below a millisecond in ms, never as 9.4e-05 s."""
+    return f"{s:.4g} s" if s >= 1e-3 else f"{s * 1e3:.2g} ms"
+
+
 def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] | None) -> str:
     """The median, the range and spread of the timed calls it came from, the quality, and the ratio
     to the baseline in force, with a plain word where the noise is larger than the difference."""
@@ -238,7 +244,7 @@ def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] |
         line += f" = {row['metric']:.4g} {spec.get('unit', '')}"
     if r.get("range_s"):
         lo, hi = r["range_s"]
-        line += f"; the calls ranged {lo:.4g}-{hi:.4g} s (spread {hi - lo:.4g} s, {(hi - lo) / row['median_s']:.0%} of the median)"
+        line += f"; the calls ranged {lo:.4g}-{hi:.4g} s (spread {seconds(hi - lo)}, {(hi - lo) / row['median_s']:.0%} of the median)"
     if row.get("quality") is not None:
         line += f"; {goals.quality_name} {row['quality']:.4g} against the reference"
     if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":

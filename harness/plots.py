@@ -10,7 +10,7 @@ best-so-far line through the keepers (restarting at each baseline), gate failure
 timeouts / tampered runs marked along the edge, and for a latency the best row's floor (its record's
 floor_s: harness/floor.py) as a dashed line.
 `quality_strip(reference_frame, candidate_frame, out_png, amplify=...)`: reference | candidate |
-amplified |difference| of one frame, labelled.
+amplified |difference| of one frame, labelled (drawn with Pillow).
 `progress_path(root, preset, gpu)`: where a preset + machine's picture lives, progress/<preset>-<machine>.png:
 one per machine, so a CPU run never redraws (or commits over) a GPU's picture.
 
@@ -174,24 +174,50 @@ def amplified_difference(reference_hwc, candidate_hwc, amplify: float = DEFAULT_
     return np.repeat(grey[:, :, None], 3, axis=2)
 
 
+PANEL_PX = 400  # each panel's width in the strip: a tiny frame scaled up, a 720p one down
+
+
+def _panel(image, amplified: bool = False):
+    """One panel PANEL_PX wide. Scaling down keeps each block's largest value in the amplified
+    difference (a lone wrong pixel must stay visible) and the block's mean in a frame."""
+    import numpy as np
+    from PIL import Image
+
+    h, w = image.shape[:2]
+    k = -(-w // PANEL_PX)  # pixels per panel pixel, rounded up
+    if k > 1:
+        padded = np.pad(image, ((0, -h % k), (0, -w % k), (0, 0)), mode="edge").astype(np.float64)
+        blocks = padded.reshape(padded.shape[0] // k, k, padded.shape[1] // k, k, 3)
+        image = (blocks.max(axis=(1, 3)) if amplified else blocks.mean(axis=(1, 3))).round().astype(np.uint8)
+        h, w = image.shape[:2]
+    return Image.fromarray(image).resize((PANEL_PX, max(1, round(h * PANEL_PX / w))), Image.Resampling.NEAREST)
+
+
 def quality_strip(reference_frame: Any, candidate_frame: Any, out_png: Path,
                   amplify: float = DEFAULT_AMPLIFY, title: str = "") -> Path:
-    """reference | candidate | amplified difference, side by side with labels."""
+    """reference | candidate | amplified difference, side by side with labels. Drawn with Pillow
+    (matplotlib's own image library): a strip is made for every passing candidate, where
+    matplotlib's import and layout would cost most of a CPU run's harness time."""
+    from PIL import Image, ImageDraw
+
     ref, cand = _to_hwc_uint8(reference_frame), _to_hwc_uint8(candidate_frame)
     if ref.shape != cand.shape:
         raise ValueError(f"frame shapes differ: {ref.shape} vs {cand.shape}")
-    diff = amplified_difference(ref, cand, amplify)
-    plt = _pyplot()
-    h, w = ref.shape[:2]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 12 * h / (3 * w) + 0.8))
+    panels = [_panel(ref), _panel(cand), _panel(amplified_difference(ref, cand, amplify), amplified=True)]
     labels = ["reference (frozen fp32)", "candidate (optimize.py)", f"|difference| x{amplify:g}"]
-    for ax, image, label in zip(axes, (ref, cand, diff), labels):
-        ax.imshow(image, interpolation="nearest")
-        ax.set_title(label, fontsize=10)
-        ax.axis("off")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    return _save(plt, fig, out_png, dpi=100)
+    line, gap = 14, 8  # the default font's line height, and the space between panels
+    top = line * (len(title.splitlines()) + 1) + gap
+    strip = Image.new("RGB", (3 * PANEL_PX + 4 * gap, top + panels[0].height + gap), "white")
+    draw = ImageDraw.Draw(strip)
+    draw.multiline_text((gap, gap // 2), title, fill="black", spacing=2)
+    for i, (panel, label) in enumerate(zip(panels, labels)):
+        x = gap + i * (PANEL_PX + gap)
+        draw.text((x, top - line), label, fill="black")
+        strip.paste(panel, (x, top))
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    strip.save(out_png)
+    return out_png
 
 
 def main(argv: list[str] | None = None) -> int:

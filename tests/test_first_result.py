@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import make_toy
-from harness import bench, floor, records as R
+from harness import bench, floor, ledger, records as R
 from harness import keep_rule as K
 from test_run_experiment import MEDIUM, candidate, git, run
 
@@ -48,7 +48,7 @@ def test_first_run_reads_honestly(tmp_path: Path) -> None:
     rc, f, out = run(ws, "--desc", "first run")
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
     base = out[out.index("e001: BASELINE"):out.index("e002: KEEP")]
-    assert re.search(r"the calls ranged [\d.]+-[\d.]+ s \(spread [\d.]+ s, \d+% of the median\)", base), base
+    assert re.search(r"the calls ranged [\d.]+-[\d.]+ s \(spread [\d.]+ m?s, \d+% of the median\)", base), base
     assert re.search(r"kept: faster than e001 by \d+\.\d% \(9\d% CI \+[\d.]+%\.\.\+[\d.]+%, 6 alternating pairs\), "
                      r"beyond the 1% noise threshold", out), out
     assert "Stop rule" not in out and "floor" not in out  # a CPU run: neither means anything
@@ -60,6 +60,12 @@ def test_first_run_reads_honestly(tmp_path: Path) -> None:
     assert row["commit"] == medium_commit  # the commit that holds its code, not the record commit before it
     board = (ws / "leaderboard.md").read_text()
     assert board.count("| median (s) |") == 1 and "| median_s |" not in board  # one median column, not two
+
+
+def test_a_spread_reads_in_plain_digits() -> None:
+    """A quiet machine's calls can spread by less than 0.1 ms: no 9.444e-05 s on the row's line."""
+    assert ledger.seconds(9.444e-05) == "0.094 ms" and ledger.seconds(0.01234) == "0.01234 s"
+    assert ledger.seconds(1.5) == "1.5 s" and ledger.seconds(0.0) == "0 ms"
 
 
 def test_floor_lines_only_where_they_mean_something() -> None:

@@ -64,3 +64,15 @@ def test_quality_strip_writes_png(tmp_path):
     assert out.read_bytes()[:8] == PNG
     with pytest.raises(ValueError):
         plots.quality_strip(reference, candidate[:, :16], tmp_path / "bad.png")
+
+
+def test_a_lone_wrong_pixel_stays_in_the_scaled_down_difference():
+    """A 720p frame's panel is a third of its width: the difference keeps each block's largest value."""
+    import numpy as np
+
+    reference = np.full((704, 1280, 3), 128, dtype=np.uint8)
+    candidate = reference.copy()
+    candidate[301, 641] = 0
+    difference = plots.amplified_difference(reference, candidate)
+    assert np.asarray(plots._panel(difference, amplified=True)).max() == 255
+    assert np.asarray(plots._panel(difference)).max() < 64  # averaged, it would all but vanish
