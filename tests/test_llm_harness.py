@@ -1,8 +1,8 @@
 """The second target end to end through the harness's own commands, on a CPU: a copy of
 targets/llm-decode on its tiny adapter (llm.target_tiny) gets its assets (the input, its
 reference, a pool of inputs without references), a verify that fails the old teacher-forcing
-loophole, run_experiment's first run (the frozen fp32 eager baseline, then a CPU keeper), a bench
-of that keeper, and a revert. Nothing in harness/ is told it is an LLM: the adapter's
+loophole, run_experiment's first run (the frozen fp32 eager baseline, then a CPU keeper), and a
+revert. Nothing in harness/ is told it is an LLM: the adapter's
 reference_for_output makes the session check every call along the call's own greedy path.
 
 The keeper is experiments/fp32_lean.py: the same fp32 greedy decode, one forward step per token
@@ -62,7 +62,7 @@ def cli(ws: Path, *args: str) -> tuple[int, dict, str]:
     return finish(start(ws, *args))
 
 
-@pytest.mark.big  # three harness processes at once at the end, each with its worker: 2.0 GB summed PSS with pytest
+@pytest.mark.big  # two harness processes at once at the end, each with its worker, beside pytest
 def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     import torch
 
@@ -99,19 +99,15 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     assert base_rate == pytest.approx(goals["presets"]["tiny"]["work_per_call"] / float(rows[-2][5]), rel=1e-4)
     assert (ws / "optimize.py").read_text() == (ws / "lean_keeper.py").read_text()  # the keeper is in place
 
-    # The rest needs no clean timing: a revert 50 ms a call slower than the keeper, a bench that
-    # must pass, and the old loophole failing the gate, at once (they share no lock or file).
+    # The rest needs no clean timing: a revert 50 ms a call slower than the keeper, and the old
+    # loophole failing the gate, at once (they share no lock or file). bench.py, whose code knows
+    # no target, runs in test_bench_profile.py.
     before = (ws / "optimize.py").read_text()
-    shutil.copy2(ws / "optimize.py", ws / "keeper.py")
     (ws / "optimize.py").write_text(SLOWER)
     revert = start(ws, "harness/run_experiment.py", "--desc", "slower", "--no-profile")
-    bench = start(ws, "harness/bench.py", "--candidate", str(ws / "keeper.py"))
     # the old loophole: all N positions from one forward over the prompt and guessed tokens
     cheat = start(ws, "harness/verify.py", "--candidate", str(ws / "calibration" / "parallel_prefill.py"))
 
-    rc, f, out = finish(bench)
-    assert rc == 0 and f["passed"] and len(f["checked"]) == 7 and f["sandbox"].startswith("bwrap"), out
-    assert f["quality_name"] == "max KL (nats)" and f["quality"] < 1e-6, out  # fp32: rounding only
     rc, f, out = finish(cheat)
     assert rc == 1 and not f["passed"] and f["status"] == "gate_fail" and "max KL" in f["reason"], out
     rc, f, out = finish(revert)
