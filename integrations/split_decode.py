@@ -15,7 +15,8 @@ and its own same-padded conv functions (`SAME_PADDED_CONVS`, the Winograd conv) 
 - a conv with zero padding p > 0 along the split axis runs on the slab as it is, zero-padded;
   then the p output rows at each inner slab border, the only ones that read the padding, are
   computed again on a window of the neighbour's p rows and the slab's own (rank 0 and the last
-  rank keep zeros at the frame's edges): the rows of its slab exactly, with no seam, for a
+  rank keep zeros at the frame's edges; a slab between two neighbours does both borders in one
+  call, its two windows end to end): the rows of its slab exactly, with no seam, for a
   border's worth of work. (Copying the whole input with its halo rows around it cost rank 0 of a
   2-GPU decode 0.15 s more: profiles/multi_gpu_h100x2.md.) The rows are exchanged while the slab's
   conv runs. Upsampling doubles every slab, so the halo stays 1 row at every stage. The causal time history is per layer and per rank: it
@@ -160,20 +161,32 @@ class HaloExchange:
         """y, the slab's conv of the inputs xs (each laid out on the slab's rows; pending: the
         neighbour_rows wait of each) computed with zero padding, with its `rows` output rows at
         each slab border that read the padding computed again from the neighbours' rows.
-        conv(*windows) maps a window of each input's rows [`rows` halo rows | `reach` of the slab's
-        own] (or the mirror image at the far border) to exactly the `rows` output rows they make.
-        Costs a border's worth of work instead of a copy of the whole input with its halo (and of
-        the output, cropped back)."""
+        conv(*windows) maps windows of W rows of each input to the W - reach output rows they
+        determine (output row j reads window rows j .. j + reach). A border's window is [`rows`
+        halo rows | `reach` of the slab's own] (or the mirror image at the far border): exactly
+        the `rows` output rows wanted. A slab with a neighbour on each side puts its two windows
+        end to end and makes both borders in one call (one launch of each kernel instead of two:
+        the middle ranks of a split are launch-bound on these small windows); the `reach` output
+        rows that straddle the two windows are dropped. Costs a border's worth of work instead of
+        a copy of the whole input with its halo (and of the output, cropped back)."""
         axis = self.split.axis
         halos = [wait() for wait in pending]
-        if self.enabled and self.before is not None:
-            windows = [torch.cat([before, x.narrow(axis, 0, reach)], dim=axis).contiguous(memory_format=_memory_format(x))
-                       for x, (before, _) in zip(xs, halos)]
-            y.narrow(axis, 0, rows).copy_(conv(*windows))
-        if self.enabled and self.after is not None:
-            windows = [torch.cat([x.narrow(axis, x.shape[axis] - reach, reach), after], dim=axis)
-                       .contiguous(memory_format=_memory_format(x)) for x, (_, after) in zip(xs, halos)]
-            y.narrow(axis, y.shape[axis] - rows, rows).copy_(conv(*windows))
+        has_before = self.enabled and self.before is not None
+        has_after = self.enabled and self.after is not None
+        windows = []
+        for x, (before, after) in zip(xs, halos):
+            n = x.shape[axis]
+            parts = ([before, x.narrow(axis, 0, reach)] if has_before else []) + \
+                    ([x.narrow(axis, n - reach, reach), after] if has_after else [])
+            if parts:
+                windows.append(torch.cat(parts, dim=axis).contiguous(memory_format=_memory_format(x)))
+        if not windows:
+            return y
+        fixed = conv(*windows)
+        if has_before:
+            y.narrow(axis, 0, rows).copy_(fixed.narrow(axis, 0, rows))
+        if has_after:
+            y.narrow(axis, y.shape[axis] - rows, rows).copy_(fixed.narrow(axis, fixed.shape[axis] - rows, rows))
         return y
 
     def gather_sequence(self, t: Tensor) -> Tensor:
@@ -281,7 +294,7 @@ def _per_dim(value: Any, dims: int, weight: Tensor | None = None) -> list[int]:
 def _same_padded(fn: Callable[..., Tensor], rows: int, halo: HaloExchange) -> Callable[..., Tensor]:
     """fn(x, ...) that zero-pads `rows` in space itself ("same": as many output rows as input
     rows): run on the slab, then its border rows again on windows with the neighbours' rows (of a
-    window of 3 x `rows` rows, the middle `rows` output rows are the ones wanted). A positional
+    window of W rows, all but the `rows` output rows at each end, which read fn's own padding). A positional
     tensor argument laid out on the same rows and columns as x (the Winograd conv's history
     frames, kept apart from its input) is part of the input: cut into the same windows."""
     def wrapped(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
@@ -301,7 +314,8 @@ def _same_padded(fn: Callable[..., Tensor], rows: int, halo: HaloExchange) -> Ca
             return y.narrow(axis, rows, y.shape[axis] - 2 * rows).contiguous(memory_format=_memory_format(y))
         pending = [halo.neighbour_rows(a, rows) for a in inputs]
         y = call(inputs)
-        return halo.fix_borders(inputs, y, rows, 2 * rows, lambda *w: call(list(w)).narrow(axis, rows, rows), pending)
+        return halo.fix_borders(inputs, y, rows, 2 * rows,
+                                lambda *w: call(list(w)).narrow(axis, rows, w[0].shape[axis] - 2 * rows), pending)
     return wrapped
 
 
