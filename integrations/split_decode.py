@@ -308,14 +308,19 @@ def _same_padded(fn: Callable[..., Tensor], rows: int, halo: HaloExchange) -> Ca
                 rest[i] = a
             return fn(inputs[0], *rest, **kwargs)
 
+        def unpadded(inputs: list[Tensor]) -> Tensor:
+            """fn's output on inputs that carry their own halo, less the `rows` at each end that
+            read fn's zero padding."""
+            y = call(inputs)
+            return y.narrow(axis, rows, y.shape[axis] - 2 * rows)
+
         inputs = [x, *(args[i] for i in on_rows)]
         if x.shape[axis] < 2 * rows:  # a slab thinner than the kernel: the halo rows around all of it
-            y = call([halo.with_halo(a, rows) for a in inputs])
-            return y.narrow(axis, rows, y.shape[axis] - 2 * rows).contiguous(memory_format=_memory_format(y))
+            y = unpadded([halo.with_halo(a, rows) for a in inputs])
+            return y.contiguous(memory_format=_memory_format(y))
         pending = [halo.neighbour_rows(a, rows) for a in inputs]
         y = call(inputs)
-        return halo.fix_borders(inputs, y, rows, 2 * rows,
-                                lambda *w: call(list(w)).narrow(axis, rows, w[0].shape[axis] - 2 * rows), pending)
+        return halo.fix_borders(inputs, y, rows, 2 * rows, lambda *w: unpadded(list(w)), pending)
     return wrapped
 
 
