@@ -19,7 +19,8 @@ rule is one experiment's: the best passing member is judged against the current 
 beside it on its GPU), each later one against the result (by its recorded figure: the keeper it
 was timed beside is no longer current), and at most one is kept (committed as optimize.py; a candidate file is
 never modified). Every member is a row; its desc names the wave, member and GPU. A member whose
-measuring process dies (host out of memory, a harness crash) or outlives --member-wall is a
+measuring process dies (host out of memory, a harness crash) or outlives --member-wall (then
+stopped as by Ctrl-C, so it closes its worker and removes its temporary files) is a
 `crash` / `timeout` row made here; the others go on. With no baseline row for this GPU yet, every
 member measures one (run_experiment does); the first is recorded, the rest are printed.
 
@@ -53,8 +54,20 @@ from harness import process  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
 MEMBER_WALL_S = 3 * 3600.0  # a member's measuring process, build and profile included
+STOP_GRACE_S = 10.0         # from Ctrl-C to the kill, for a member past its wall
 _live: set[int] = set()     # the members' measuring processes now running
 _lock = threading.Lock()
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a member's measuring process as Ctrl-C would (it closes its worker and removes its
+    temporary files: the keeper's copy), killed if it has not ended STOP_GRACE_S later."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def kill_orphans() -> None:
@@ -109,8 +122,7 @@ def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
             code = proc.wait(timeout=a.member_wall)
         except subprocess.TimeoutExpired:
             code = None
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            stop(proc)
             kill_orphans()  # its worker (a session of its own) is now this process's child
         with _lock:
             _live.discard(proc.pid)

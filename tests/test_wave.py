@@ -25,8 +25,10 @@ DELAY = 0.25  # the frozen toy model; the members sleep 0.15 (slow), 0.05 (fast)
 HANG = '"""hangs in its build"""\nimport time\n\n\ndef build_decoder(model, example_input):\n    time.sleep(600)\n'
 
 
-def wave(ws: Path, *args: str) -> tuple[int, dict, str]:
+def wave(ws: Path, *args: str, tmp: Path | None = None) -> tuple[int, dict, str]:
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(DELAY)}
+    if tmp is not None:  # the members' temporary files (the keeper's copy) where the test can see them
+        env["TMPDIR"] = str(tmp)
     p = subprocess.run([sys.executable, str(ws / "harness" / "wave.py"), "--device", "cpu", "--no-profile", *args],
                        cwd=ws, env=env, capture_output=True, text=True, timeout=300)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -76,7 +78,9 @@ def test_wave(tmp_path: Path) -> None:
     (ws / "candidates" / "faster.py").write_text(candidate(0.02))
     # The wave lasts the hung member's --member-wall. 20 s: the faster member times the keeper
     # beside it, two workers on two busy cores (4 s on a quiet 2-core machine).
-    rc, f, out = wave(ws, "candidates/hang.py", "candidates/faster.py", "--member-wall", "20")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    rc, f, out = wave(ws, "candidates/hang.py", "candidates/faster.py", "--member-wall", "20", tmp=tmp)
     assert rc in (0, 1), out  # keep or revert against e003: that verdict is test_run_experiment's business
     new = rows(ws)[len(got):]
     assert [r["status"] for r in new][0] == "timeout" and new[1]["status"] in ("keep", "revert"), out
@@ -84,6 +88,7 @@ def test_wave(tmp_path: Path) -> None:
     assert json.loads((ws / "records" / f"{new[0]['exp']}.json").read_text())["reason"].startswith(
         "the measuring process ran past --member-wall 20 s")
     assert not workers_left(), "the hung member's worker outlived its wave"
+    assert not list(tmp.iterdir()), "a member left temporary files behind"  # stopped as by Ctrl-C, not killed
 
 
 def workers_left() -> list[str]:
