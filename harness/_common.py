@@ -141,11 +141,16 @@ def sha256_tensor(t: torch.Tensor) -> str:
 
 def frozen_files() -> dict[str, str]:
     """sha256 of every frozen file, by path: the harness that runs, the target's adapter package
-    (wherever the goals file puts it) and the goals file itself."""
+    (wherever the goals file puts it), the code outside it that goals.json's "frozen" names, and
+    the goals file itself."""
     goals = load_goals()
     adapter_dir = Path(load_adapter(goals).__file__).resolve().parent
+    also = [root() / p for p in goals.frozen]
+    missing = [str(p) for p in also if not p.exists()]
+    if missing:
+        raise SetupError(f"{goals_path()} names a frozen path that does not exist: {missing[0]}")
     out = {}
-    for top in (_HERE, adapter_dir, goals_path()):
+    for top in (_HERE, adapter_dir, *also, goals_path()):
         files = sorted(top.rglob("*")) if top.is_dir() else [top]
         for f in files:
             if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":

@@ -59,6 +59,7 @@ class Goals:
     quality_better: str
     presets: Mapping[str, Preset]
     worker_env: tuple[str, ...]
+    frozen: tuple[str, ...]         # files outside the adapter's package that it runs (from the goals file's folder)
     raw: Mapping[str, Any] = field(repr=False)
 
     def __getitem__(self, key: str) -> Any:
@@ -105,7 +106,18 @@ def parse(data: Any, where: Path) -> Goals:
                  str(data.get("build_fn", "build_decoder")), metric.get("name", "median_s"), metric.get("unit", "s"),
                  better, float(data.get("noise_threshold", 0.01)), float(gain) if gain else None,
                  gate.get("quality_name", "quality"), gate.get("quality_better", "higher"),
-                 MappingProxyType(presets), tuple(data.get("worker_env", ())), MappingProxyType(data))
+                 MappingProxyType(presets), tuple(data.get("worker_env", ())), _frozen(data, where),
+                 MappingProxyType(data))
+
+
+def _frozen(data: Mapping[str, Any], where: Path) -> tuple[str, ...]:
+    """"frozen": the paths (files or folders, from the goals file's folder) of code outside the
+    adapter's package that the adapter runs, such as a split decode: hashed into every row with
+    the rest of the frozen files, so a row says which of that code measured it."""
+    paths = data.get("frozen", [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p and not Path(p).is_absolute() for p in paths):
+        raise GoalsError(f"goals file {where}: frozen is {paths!r}, not a list of paths from the goals file's folder")
+    return tuple(paths)
 
 
 def _ranks(preset: Mapping[str, Any], name: str, where: Path) -> int:

@@ -22,18 +22,21 @@ from harness import _common
 from harness import floor, keep_rule, leaderboard
 from harness import records
 from harness.record_file import validate_record
+from harness.goals import Goals
 from harness.records import Refused
 from harness.replies import markdown
 
 
-def check_committed(repo: Any, goals: dict[str, Any]) -> None:
+def check_committed(repo: Any, goals: Goals) -> None:
     """A revert restores the candidate from git and every row names a commit, so the target's files
-    (goals file, candidate, adapter package) must be committed: refused up front, in one line, not a
-    GitCommandError after the baseline row."""
+    (goals file, candidate, adapter package, the code goals.json's "frozen" names) must be
+    committed: refused up front, in one line, not a GitCommandError after the baseline row."""
     if repo is None:
         return
     top = Path(repo.working_tree_dir).resolve()
-    files = [_common.goals_path(), _common.root() / goals["candidate"], _common.root() / goals["adapter"].split(".")[0]]
+    here = _common.root()
+    files = [_common.goals_path(), here / goals["candidate"], here / goals["adapter"].split(".")[0],
+             *(here / p for p in goals.frozen)]
     rel = [os.path.relpath(p, top) for p in files if p.exists() or p.is_symlink()]
     committed = repo.git.ls_tree("-r", "--name-only", "HEAD", "--", *rel).splitlines() if repo.head.is_valid() else []
     missing = [r for r in rel if not any(c == r or c.startswith(r + "/") for c in committed)]
@@ -47,7 +50,7 @@ def check_committed(repo: Any, goals: dict[str, Any]) -> None:
 def check_frozen(base: dict[str, str] | None, fh: str) -> None:
     if base and base["frozen_hash"] != fh:
         raise Refused(
-            f"the frozen files (harness/, model/, goals.json) hash to {fh}, but baseline {base['exp']} "
+            f"the frozen files (harness/, the adapter's package, goals.json and what it names frozen) hash to {fh}, but baseline {base['exp']} "
             f"was recorded with {base['frozen_hash']}: numbers would not be comparable. Undo the change "
             f"to the frozen files, or (a person, on purpose) rerun with --rebaseline to start a new baseline.")
 
@@ -197,8 +200,8 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         png = render_plot(goals, preset, gpu)
         if png:
             written.append(png)
-    if status in records.KEEPERS and repo is not None:
-        _commit(repo, written, f"{exp}: record and profile")
+        if repo is not None:
+            _commit(repo, written, f"{exp}: record and profile")
     return (1 if status in records.RED else 0), {
         "exp": exp, "status": status, "row": row, "best": best, "against": current, "note": note, "verdict": verdict, "reason": rec.get("reason"),
         "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None}

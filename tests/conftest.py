@@ -253,11 +253,12 @@ def narrow_vae():
 
 
 def make_vae_workspace(ws: Path, goals: dict, copy_code: bool = False) -> Path:
-    """goals.json, optimize.py, model/ and harness/ linked (copied with copy_code: see `workspace`)."""
+    """goals.json, optimize.py, model/, integrations/ (the split decode goals.json freezes) and
+    harness/ linked (copied with copy_code: see `workspace`)."""
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "goals.json").write_text(json.dumps(goals, indent=1))
     shutil.copy2(REPO / "optimize.py", ws / "optimize.py")
-    for name in ("model", "harness"):
+    for name in ("model", "integrations", "harness"):
         if copy_code:
             shutil.copytree(REPO / name, ws / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:

@@ -164,12 +164,14 @@ def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     ws = make_toy(repo / "targets" / "toy")
     (ws / "optimize.py").write_text(candidate(SLOW))  # a revert by construction, restored from git
+    (ws / "split.py").write_text("# code the adapter would run, frozen by goals.json\n")
+    (ws / "goals.json").write_text(json.dumps(json.loads((ws / "goals.json").read_text()) | {"frozen": ["split.py"]}))
     (repo / "README.md").write_text("a project\n")
     for cmd in (["git", "init", "-q"], ["git", "add", "README.md"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(cmd, cwd=repo, check=True)
     rc, f, out = run_here(ws, "--desc", "x", "--no-profile")  # refused before any worker starts
-    assert rc == 2 and "targets/toy/goals.json, targets/toy/optimize.py, targets/toy/toymodel" in f["reason"], out
+    assert rc == 2 and "targets/toy/goals.json, targets/toy/optimize.py, targets/toy/toymodel, targets/toy/split.py" in f["reason"], out
     assert "git add targets/toy" in f["reason"], out
     refused_in_one_line(out, f)
     assert not (ws / "results.tsv").exists() and not (ws / "records").exists()

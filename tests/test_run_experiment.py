@@ -278,6 +278,33 @@ def test_tampering_voids_the_run(tmp_path: Path) -> None:
     assert f["sandbox"] == "none (--unsandboxed)" and (ws / "optimize.py").read_text() == before
 
 
+def test_code_goals_names_frozen_is_in_the_frozen_hash(tmp_path: Path) -> None:
+    """goals.json's "frozen" (the VAE's: the split decode in integrations/) puts code outside the
+    adapter's package into every row's frozen hash: changed, the hash changes (a run during which
+    it changes is void); missing, or not a list of relative paths, a one-line setup error."""
+    from harness import _common as C
+
+    ws = make_toy(tmp_path / "toy")
+    goals = json.loads((ws / "goals.json").read_text())
+    (ws / "split.py").write_text("ROWS = 2\n")
+    with use(ws):
+        alone = C.frozen_hash()
+        (ws / "goals.json").write_text(json.dumps(goals | {"frozen": ["split.py"]}))
+        named = C.frozen_hash()
+        assert "split.py" in C.frozen_files() and named != alone
+        (ws / "split.py").write_text("ROWS = 3\n")
+        assert C.frozen_hash() != named
+        (ws / "split.py").unlink()
+        with pytest.raises(C.SetupError, match="frozen path that does not exist: .*split.py"):
+            C.frozen_files()
+        for bad in ("split.py", ["/etc/passwd"], [3]):
+            (ws / "goals.json").write_text(json.dumps(goals | {"frozen": bad}))
+            with pytest.raises(C.SetupError, match="frozen is .* not a list of paths"):
+                C.load_goals()
+    repo_goals = Path(__file__).resolve().parent.parent / "goals.json"
+    assert "integrations/split_decode.py" in json.loads(repo_goals.read_text())["frozen"]
+
+
 def test_warmup_tie_reads_the_best_keepers_record(tmp_path: Path) -> None:
     (tmp_path / "records").mkdir()
     (tmp_path / "records" / "e007.json").write_text(json.dumps({"facts": {"warmup_s": 18.6}}))
