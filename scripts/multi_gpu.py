@@ -8,7 +8,10 @@ gathered there, every rank synchronized at both ends. Printed and written to --o
 first call, peak GPU memory of each rank, the speedup over N = 1 and its scaling efficiency, and
 PSNR (10 log10(4 / MSE), the gate's) of the N-GPU video against the one-GPU decode and against
 the frozen model's fp32 decode (PyTorch defaults), over the whole video and over the columns
-(or rows) within 16 pixels of each slab border. --slab-alone also times one rank's slab decoded
+(or rows) within 16 pixels of each slab border. --per-call: each timed call's seconds, and for
+each rank when its decode returned (its launches queued, before the wait for its GPU) and the CPU
+seconds its launching thread had spent by then: a rank that returns only at the call's end with
+its thread busy throughout is bound by its kernel launches, not by its GPU or the exchange. --slab-alone also times one rank's slab decoded
 alone on one GPU (no exchange, no gather): the compute a rank does, so the rest is the split's
 overhead. --profile DIR: one more call under torch.profiler on every rank, its top kernels (GPU
 time: compute against NCCL) written to DIR/profile_n{N}_rank{R}.txt.
@@ -71,23 +74,25 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
     decode, info = build_split_decoder(optimize.build_decoder, vae, z, namespace=vars(optimize))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times = []
+    times, launches = [], []  # launches: (seconds to the decode's return, its thread's CPU seconds by then)
     for _ in range(1 + runs):
         dist.barrier()
         sync(device)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         video = decode(z if rank == 0 else None)
+        launches.append((time.perf_counter() - start, time.thread_time() - cpu))
         sync(device)
         times.append(time.perf_counter() - start)
         dist.barrier()
     peak = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else float("nan")
     if profile_dir:
         profile_call(decode, z if rank == 0 else None, device, Path(profile_dir) / f"profile_n{world}_rank{rank}.txt")
-    peaks = [None] * world
+    peaks, every_launches = [None] * world, [None] * world
     dist.all_gather_object(peaks, peak)
+    dist.all_gather_object(every_launches, launches[1:])
     if rank == 0:
         torch.save({"video": video.cpu(), "first_s": times[0], "median_s": statistics.median(times[1:]),
-                    "peaks_gb": peaks, "split": info.get("split")}, out)
+                    "times_s": times[1:], "launches": every_launches, "peaks_gb": peaks, "split": info.get("split")}, out)
     dist.destroy_process_group()
 
 
@@ -125,6 +130,19 @@ def border_psnr(a: torch.Tensor, b: torch.Tensor, split: dict | None) -> float |
     return psnr(a.index_select(axis, index), b.index_select(axis, index))
 
 
+def per_call_table(results: dict[int, dict]) -> list[str]:
+    """Each timed call of each count: its seconds (rank 0's clock), then for each rank the seconds
+    at which its decode returned / its launching thread's CPU seconds by then."""
+    lines = []
+    for n, r in results.items():
+        lines += ["", f"Timed calls on {n} GPU(s): seconds; each rank's decode returned at / its thread's CPU by then", "",
+                  "| call | seconds | " + " | ".join(f"rank {k}" for k in range(n)) + " |", "|---:|---:|" + "---:|" * n]
+        for i, t in enumerate(r["times_s"]):
+            ranks = " | ".join(f"{rank[i][0]:.3f} / {rank[i][1]:.3f}" for rank in r["launches"])
+            lines.append(f"| {i + 1} | {t:.3f} | {ranks} |")
+    return lines
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gpus", default="1,2", help="the counts to measure, comma-separated (1 first)")
@@ -132,6 +150,7 @@ def main() -> int:
     p.add_argument("--backend", default="nccl", choices=("nccl", "gloo"))
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--slab-alone", action="store_true", help="also time one slab alone on one GPU")
+    p.add_argument("--per-call", action="store_true", help="each timed call, with when each rank's launches were queued")
     p.add_argument("--profile", type=Path, metavar="DIR", help="profile one more call of each count into DIR")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
@@ -173,6 +192,8 @@ def main() -> int:
         slab_alone = f"{alone[n]:.3f} s" if n in alone else "-"
         lines.append(f"| {n} | {where_split} | {r['median_s']:.3f} s | {slab_alone} | {r['first_s']:.1f} s | {speedup:.2f}x | "
                      f"{speedup / n:.0%} | {peak:.1f} GB | {vs_one} | {vs_fp32} |")
+    if a.per_call:
+        lines += per_call_table(results)
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
