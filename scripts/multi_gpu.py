@@ -57,7 +57,7 @@ def sync(device: torch.device) -> None:
 
 
 def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int], runs: int, out: str,
-              profile_dir: str | None = None) -> None:
+              candidate: str, profile_dir: str | None = None) -> None:
     """One rank: build, first call, timed calls; rank 0 saves the video and the figures to `out`."""
     from integrations.split_decode import build_split_decoder
     from harness.loader import load_source
@@ -70,7 +70,7 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
     adapter = _common.load_adapter(_common.load_goals())
     vae = adapter.load_model(device)
     z = adapter.make_input(shape, 1, device)
-    optimize = load_source(REPO / "optimize.py", name="optimize_split")
+    optimize = load_source(Path(candidate), name="optimize_split")
     decode, info = build_split_decoder(optimize.build_decoder, vae, z, namespace=vars(optimize))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -109,10 +109,12 @@ def profile_call(decode, z, device: torch.device, path: Path) -> None:
     path.write_text(prof.key_averages().table(sort_by=key, row_limit=25, max_name_column_width=70))
 
 
-def run(world: int, backend: str, shape: list[int], runs: int, folder: Path, profile_dir: Path | None = None) -> dict:
+def run(world: int, backend: str, shape: list[int], runs: int, folder: Path, candidate: Path,
+        profile_dir: Path | None = None) -> dict:
     out = folder / f"n{world}.pt"
     store = folder / f"store{world}"
-    mp.spawn(rank_main, args=(world, str(store), backend, shape, runs, str(out), str(profile_dir) if profile_dir else None),
+    mp.spawn(rank_main, args=(world, str(store), backend, shape, runs, str(out), str(candidate),
+                              str(profile_dir) if profile_dir else None),
              nprocs=world, join=True)
     return torch.load(out)
 
@@ -152,6 +154,7 @@ def main() -> int:
     p.add_argument("--slab-alone", action="store_true", help="also time one slab alone on one GPU")
     p.add_argument("--per-call", action="store_true", help="each timed call, with when each rank's launches were queued")
     p.add_argument("--profile", type=Path, metavar="DIR", help="profile one more call of each count into DIR")
+    p.add_argument("--candidate", type=Path, default=REPO / "optimize.py", help="the file measured (default: optimize.py)")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     counts = [int(n) for n in a.gpus.split(",")]
@@ -164,20 +167,20 @@ def main() -> int:
     adapter = _common.load_adapter(goals)
     adapter.load_model("cpu")  # makes the synthetic-weights cache once, before the ranks read it
     with tempfile.TemporaryDirectory() as tmp:
-        results = {n: run(n, a.backend, shape, a.runs, Path(tmp), a.profile) for n in counts}
+        results = {n: run(n, a.backend, shape, a.runs, Path(tmp), a.candidate, a.profile) for n in counts}
         alone = {}
         for n in counts[1:] if a.slab_alone else []:
             axis, sizes = choose_split(shape[-2], shape[-1], n)
             slab = list(shape)
             slab[axis] = max(sizes)
-            alone[n] = run(1, a.backend, slab, a.runs, Path(tmp))["median_s"]
+            alone[n] = run(1, a.backend, slab, a.runs, Path(tmp), a.candidate)["median_s"]
     device = device_of(0, a.backend)
     with torch.no_grad():
         reference = adapter.reference(adapter.load_model(device), adapter.make_input(shape, 1, device)).cpu()
     one = results[1]
     where = (f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}"
              if a.backend == "nccl" else f"CPU, torch {torch.__version__}, gloo")
-    lines = [f"# optimize.py split across GPUs ({where}; preset {a.preset}, latent {shape}, "
+    lines = [f"# {a.candidate.name} split across GPUs ({where}; preset {a.preset}, latent {shape}, "
              f"{adapter.weights_kind()} weights; {a.runs} timed calls after the first)", "",
              "| GPUs | split | median | one slab alone | first call | speedup | efficiency | peak a GPU | PSNR vs 1 GPU (borders) | PSNR vs fp32 eager (borders) |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
