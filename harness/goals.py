@@ -117,6 +117,11 @@ def _frozen(data: Mapping[str, Any], where: Path) -> tuple[str, ...]:
     paths = data.get("frozen", [])
     if not isinstance(paths, list) or not all(isinstance(p, str) and p and not Path(p).is_absolute() for p in paths):
         raise GoalsError(f"goals file {where}: frozen is {paths!r}, not a list of paths from the goals file's folder")
+    candidate = os.path.normpath(str(data.get("candidate", "optimize.py")))
+    for p in paths:  # git and the hooks take them from the target's folder; the candidate is what changes
+        if os.path.normpath(p) in (".", candidate) or ".." in Path(p).parts:
+            raise GoalsError(f"goals file {where}: frozen names {p!r}: name code inside the target's folder, "
+                             "not the folder itself, a path out of it, or the candidate")
     return tuple(paths)
 
 

@@ -50,9 +50,10 @@ def check_committed(repo: Any, goals: Goals) -> None:
 def check_frozen(base: dict[str, str] | None, fh: str) -> None:
     if base and base["frozen_hash"] != fh:
         raise Refused(
-            f"the frozen files (harness/, the adapter's package, goals.json and what it names frozen) hash to {fh}, but baseline {base['exp']} "
-            f"was recorded with {base['frozen_hash']}: numbers would not be comparable. Undo the change "
-            f"to the frozen files, or (a person, on purpose) rerun with --rebaseline to start a new baseline.")
+            f"the frozen files (harness/, the adapter's package, goals.json and what it names frozen) hash to "
+            f"{fh}, but baseline {base['exp']} was recorded with {base['frozen_hash']}: numbers would not be "
+            f"comparable. Undo the change to the frozen files, or (a person, on purpose) rerun with --rebaseline "
+            f"to start a new baseline.")
 
 
 def git_repo() -> Any:

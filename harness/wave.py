@@ -54,7 +54,7 @@ from harness import process  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
 MEMBER_WALL_S = 3 * 3600.0  # a member's measuring process, build and profile included
-STOP_GRACE_S = 10.0         # from Ctrl-C to the kill, for a member past its wall
+STOP_GRACE_S = 30.0         # from Ctrl-C to the kill: a session's close waits up to 5 s for each of two workers
 _live: set[int] = set()     # the members' measuring processes now running
 _lock = threading.Lock()
 

@@ -22,7 +22,8 @@ from typing import Any
 # What only a person may change: .claude/settings.json denies the agent writes to each, file tools
 # and shell (the bubblewrap sandbox mounts them read-only) alike; tests/test_hooks.py checks that it
 # names every one of protected_paths(). Per target (the project root, and each targets/<name>/ with a
-# goals.json): what the harness trusts (goals.json, its adapter package) and writes (the rest).
+# goals.json): what the harness trusts (goals.json, its adapter package, the code goals.json names
+# "frozen") and writes (the rest).
 TARGET_FILES = ("goals.json", "assets", "results.tsv", "leaderboard.md", "records", "runs", "profiles", "quality",
                 "progress")
 # Per project: the code the harness and hooks run (and a virtual environment, should one be made
@@ -106,8 +107,11 @@ def protected_paths(root: Path) -> list[str]:
         rel = folder.relative_to(root).as_posix()
         prefix = "" if rel == "." else rel + "/"
         try:
-            adapter = str(json.loads((folder / "goals.json").read_text())["adapter"]).split(".")[0]
-        except (OSError, ValueError, KeyError):
-            adapter = None
-        out += [prefix + name for name in (*TARGET_FILES, *([adapter] if adapter else []))]
+            goals = json.loads((folder / "goals.json").read_text())
+        except (OSError, ValueError):
+            goals = {}
+        goals = goals if isinstance(goals, dict) else {}
+        adapter = [str(goals["adapter"]).split(".")[0]] if "adapter" in goals else []
+        frozen = goals["frozen"] if isinstance(goals.get("frozen"), list) else []  # code the adapter runs
+        out += [prefix + str(name).rstrip("/") for name in (*TARGET_FILES, *adapter, *frozen)]
     return out
