@@ -227,6 +227,8 @@ def serve(chan: Channel) -> None:
             chan.send({"op": "done", **(group.gather(op, reply) if group else reply)})
         except Exception as e:  # noqa: BLE001 - any failure of the candidate is reported, then we carry on
             traceback.print_exc()
+            if group:
+                group.wait_for_dead_ranks()
             chan.send({"op": "error", "reason": failure(op, e, cfg["candidate"])})
 
 
