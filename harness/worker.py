@@ -226,9 +226,9 @@ def serve(chan: Channel) -> None:
             reply = handler()
             chan.send({"op": "done", **(group.gather(op, reply) if group else reply)})
         except Exception as e:  # noqa: BLE001 - any failure of the candidate is reported, then we carry on
-            traceback.print_exc()
-            if group:
+            if group:  # before rank 0's traceback: a dead rank's own lines must end the output
                 group.wait_for_dead_ranks()
+            traceback.print_exc()
             chan.send({"op": "error", "reason": failure(op, e, cfg["candidate"])})
 
 

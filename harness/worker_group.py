@@ -69,7 +69,8 @@ class Group:
         """Rank 0's own part of a request failed. Where another rank died meanwhile, rank 0's
         failure is only its echo (a collective with a dead peer: "connection closed by peer"),
         and that rank's watcher is about to end the group naming it (seen in CI: the echo reached
-        the harness first): give it that moment before rank 0 reports its own reason."""
+        the harness first, or its traceback pushed the dead rank's reason out of the last lines
+        the harness reports): give it that moment before rank 0 prints or reports anything."""
         time.sleep(DEATH_NOTICE_S)
 
     def _watch(self, rank: int, proc: subprocess.Popen) -> None:
