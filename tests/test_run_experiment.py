@@ -263,19 +263,27 @@ def test_flow(tmp_path: Path) -> None:
 
 
 def test_tampering_voids_the_run(tmp_path: Path) -> None:
-    """Unsandboxed (where no sandbox can be had), a candidate that rewrites the harness is caught
-    after the fact: the row is `tampered`, nothing is kept, optimize.py is restored. The toy model
-    sleeps 0.05 s a call: no verdict here depends on timing (the first run only sets the stage)."""
+    """Unsandboxed (where no sandbox can be had), a candidate that rewrites the harness, or code
+    that goals.json names "frozen" (the VAE's split decode), is caught after the fact: the row is
+    `tampered`, nothing is kept, optimize.py is restored. The toy model sleeps 0.05 s a call: no
+    verdict here depends on timing (the first run only sets the stage)."""
     ws = make_toy(tmp_path / "toy", copy_harness=True, git=True)
+    (ws / "split.py").write_text("# code the adapter would run, frozen by goals.json\n")
+    goals = json.loads((ws / "goals.json").read_text()) | {"frozen": ["split.py"]}
+    (ws / "goals.json").write_text(json.dumps(goals))
+    for cmd in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "split.py frozen"]):
+        subprocess.run(["git", *cmd], cwd=ws, check=True)
     rc, f, out = run(ws, "--desc", "first run", "--no-profile", delay=0.05)
     assert rc in (0, 1), out
     before = (ws / "optimize.py").read_text()
-    cheat = (Path(__file__).parent / "cheaters" / "rewrites_harness.py").read_text()
-    (ws / "optimize.py").write_text(cheat.replace("from _target import C, honest", "from harness import _common as C")
-                                    .replace("honest(model, x)", "model(x)"))
-    rc, f, out = run(ws, "--desc", "rewrites the harness", "--unsandboxed", "--no-profile", delay=0.05)
-    assert rc == 1 and f["status"] == "tampered" and "harness/bench.py" in f["reason"], out
-    assert f["sandbox"] == "none (--unsandboxed)" and (ws / "optimize.py").read_text() == before
+    for name, changed in (("rewrites_harness", "harness/bench.py"), ("rewrites_frozen_code", "split.py")):
+        cheat = (Path(__file__).parent / "cheaters" / f"{name}.py").read_text()
+        (ws / "optimize.py").write_text(cheat.replace("from _target import C, honest", "from harness import _common as C")
+                                        .replace("honest(model, x)", "model(x)"))
+        rc, f, out = run(ws, "--desc", name, "--unsandboxed", "--no-profile", delay=0.05)
+        assert rc == 1 and f["status"] == "tampered" and f"frozen file {changed} changed" in f["reason"], out
+        assert f["sandbox"] == "none (--unsandboxed)" and (ws / "optimize.py").read_text() == before
+        subprocess.run(["git", "checkout", "-q", "--", "harness", "split.py"], cwd=ws, check=True)  # undo the cheat
 
 
 def test_code_goals_names_frozen_is_in_the_frozen_hash(tmp_path: Path) -> None:
