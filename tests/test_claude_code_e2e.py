@@ -332,6 +332,7 @@ def trust_scratch(tmp_path, toy) -> dict:
     env = {**env, "PATH": f"{venv_inside(root, marker)}{os.pathsep}{env['PATH']}"}
     paths = tmp_path / "protected.json"
     paths.write_text(json.dumps(protected_paths(root)))
+    assert "split.py" in protected_paths(root)  # the code the scratch goals.json names frozen
     protected = {p: sha(p) for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.parts
                  and p.name not in ("optimize.py", "PROGRESS.md")}
     return {"root": root, "env": env, "home": home, "key": key, "marker": marker, "paths": paths,
@@ -354,7 +355,7 @@ def test_the_agent_cannot_fake_the_record(trust_scratch):
                    "python harness/wave.py --unsandboxed candidates/a.py"]
     writes = [str(root / p) for p in ("records/e001.json", "targets/llm-decode/goals.json", "targets/llm-decode/records/e001.json",
                                       "AGENTS.md", "program.md", ".venv/lib/sitecustomize.py", "runs/run_experiment.lock",
-                                      "integrations/wan_dropin.py", "experiments/next.plan")]
+                                      "integrations/wan_dropin.py", "experiments/next.plan", "split.py")]
     tools = ["CronCreate", "EnterWorktree", "Monitor", "Workflow"]
     opt = str(root / "optimize.py")
     main = [

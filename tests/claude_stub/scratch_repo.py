@@ -63,9 +63,14 @@ def make_scratch_repo(root: Path, assets_from: Path | None = None) -> dict:
         elif src.exists():
             shutil.copy2(src, root / src.name)
     (root / "CLAUDE.md").symlink_to("AGENTS.md")
-    # Retargeted: the toy's adapter package is protected as model/ is (a person adds its deny rule).
+    # Retargeted: the toy's adapter package is protected as model/ is, and so is the code its
+    # goals.json names "frozen" (split.py, as the VAE's names its split decode): a person adds
+    # their deny rules (_hooklib.protected_paths lists both).
+    (root / "split.py").write_text("# code the adapter would run, frozen by goals.json\n")
+    goals = json.loads((root / "goals.json").read_text())
+    (root / "goals.json").write_text(json.dumps(goals | {"frozen": ["split.py"]}, indent=2))
     settings = json.loads((root / ".claude" / "settings.json").read_text())
-    settings["permissions"]["deny"].append("Edit(/toymodel/**)")
+    settings["permissions"]["deny"] += ["Edit(/toymodel/**)", "Edit(/split.py)"]
     (root / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2))
     (root / "optimize.py").write_text(CANDIDATE)
     env = harness_env(root)
