@@ -181,7 +181,8 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     pointers = {f"{key.rsplit('_', 1)[0]}_file": {"path": path.relative_to(_common.root()).as_posix(), "sha256": _common.sha256_bytes(data)}
                 for key, (path, data) in files.items()}
     # The record first, then the row made from it (records.row_from_record): a row is never without its record.
-    entry = {**{k: v for k, v in rec.items() if k not in files}, **pointers,
+    # No picture is stored inside a record: a keeper's strip is the file beside it, a revert keeps none.
+    entry = {**{k: v for k, v in rec.items() if k not in files and k != "strip_png"}, **pointers,
              "exp": exp, "status": status, "commit": commit, "speedup_vs_fp32": speedup, "verdict": verdict or None}
     _common.atomic_write(record, json.dumps(entry, indent=1, default=str), exclusive=True)
     row = records.row_from_record(json.loads(record.read_text()))

@@ -23,6 +23,8 @@ time: compute against NCCL) written to DIR/profile_n{N}_rank{R}.txt.
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import os
 import statistics
 import sys
 import tempfile
@@ -41,6 +43,7 @@ from harness import _common  # noqa: E402
 from integrations.split_decode import HEIGHT, choose_split  # noqa: E402
 
 BORDER = 16  # video pixels on each side of a slab border in the border PSNR
+STALL_S = 240  # a rank still running after this long is hung: its stacks are printed and it exits
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -62,6 +65,7 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
     from integrations.split_decode import build_split_decoder
     from harness.loader import load_source
 
+    faulthandler.dump_traceback_later(STALL_S, exit=True)  # a hung rank prints where, and ends
     device = device_of(rank, backend)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -93,7 +97,11 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
     if rank == 0:
         torch.save({"video": video.cpu(), "first_s": times[0], "median_s": statistics.median(times[1:]),
                     "times_s": times[1:], "launches": every_launches, "peaks_gb": peaks, "split": info.get("split")}, out)
-    dist.destroy_process_group()
+    dist.barrier()
+    # No destroy_process_group: after NCCL operations were captured into a CUDA graph it can hang
+    # (pytorch/pytorch#115388); the process ends here, its communicators with it.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def profile_call(decode, z, device: torch.device, path: Path) -> None:

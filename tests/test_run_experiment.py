@@ -206,7 +206,8 @@ def test_flow(tmp_path: Path) -> None:
         rc, f, out = run_here(ws, "--desc", status, *extra)
         assert rc == (0 if status == "revert" else 1) and f["status"] == status, out  # 0: measured and recorded
         assert opt.read_text() == medium, f"{status}: optimize.py not restored byte for byte"
-        assert json.loads((ws / "records" / f"{f['exp']}.json").read_text())["source"] == text  # kept on record
+        record = json.loads((ws / "records" / f"{f['exp']}.json").read_text())
+        assert record["source"] == text and "strip_png" not in record  # the source on record; no picture
         grows()
 
     # A --candidate file, untracked: never modified; a crash is a row; a keeper becomes optimize.py.
