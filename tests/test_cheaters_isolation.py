@@ -688,7 +688,7 @@ def test_the_sandbox_shows_only_the_workers_gpus(monkeypatch: pytest.MonkeyPatch
     real_glob, real_iterdir = Path.glob, Path.iterdir
     monkeypatch.setattr(Path, "glob", lambda self, pat: iter(host) if self == Path("/dev") else real_glob(self, pat))
     monkeypatch.setattr(Path, "iterdir", lambda self: iter(host) if self == Path("/dev") else real_iterdir(self))
-    argv, fds = sandbox.wrap(["true"], sandbox.View(masked=[], visible=[], gpus=["/dev/nvidia3"]))
+    argv, fds = sandbox.wrap(["true"], sandbox.Policy(shown=(), gpus=("/dev/nvidia3",)))
     for fd in fds:
         os.close(fd)
     bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--dev-bind-try"]
