@@ -346,25 +346,33 @@ class Session(Measuring):
 
     def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
         """One profiled call, then the FLOP count (count_flops), each on a fresh input and checked
-        like the others. What the worker reports about itself is the candidate's claim: it
-        informs, and is never the metric."""
+        like the others. What the worker reports about itself is the candidate's claim: its
+        figures are kept as such, in facts["claims"]["profile"] (harness/profile.py claimed); they
+        inform, and are never the metric nor, alone, the stop rule's (harness/floor.py verdict)."""
+        from harness import profile
+
         try:
             _, rep = self._call("profile", ("pool", self._fresh(1)[0]), facts)
             summary = self._checked("profile", replies.profile, rep)
         except (Failed, _common.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while profiling: {e}")
             return None
+        facts.setdefault("claims", {})["profile"] = profile.claimed(summary, facts.get("median_s"))
         return summary if self.count_flops(facts) else None
 
     def count_flops(self, facts: dict[str, Any]) -> bool:
         """The FLOPs the candidate executes in one call (torch's FlopCounterMode around a call in
-        the worker, on a fresh input, checked) into facts["executed_flops"]; False if the call failed."""
+        the worker, on a fresh input, checked): the worker's count, so a claim, kept as
+        facts["claims"]["executed_flops"] (harness/floor.py never takes it above the model's
+        nominal count); False if the call failed."""
         try:
             _, counted = self._call("flops", ("pool", self._fresh(1)[0]), facts)
-            facts["executed_flops"], error = self._checked("flops", replies.flops, counted)
+            count, error = self._checked("flops", replies.flops, counted)
         except (Failed, _common.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while counting FLOPs: {e}")
             return False
+        claims = facts.setdefault("claims", {})
+        claims["executed_flops"] = count
         if error:
-            facts["executed_flops_error"] = error
+            claims["executed_flops_error"] = error
         return True
