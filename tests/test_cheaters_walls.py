@@ -1,0 +1,276 @@
+"""The worker shares no kernel state with the host (issue 41): the cheaters that beat the
+namespaces through what they do not separate, against the evaluator, on the toy target.
+
+- keyrings: an output cache in the host user's keyring (found by serial in /proc/keys), one in
+  the session keyring the harness runs in, and a copy of every input handed over where a host
+  process reads it back; the refused system calls, inside the sandbox and outside it;
+- the view: a copy of the hidden assets elsewhere on the host is not there;
+- the freezer: a fork-and-exit chain makes no progress while its worker is paused;
+- the memory bound: a worker that takes more than its bound (anonymous memory, or memfds and its
+  /tmp) is the one that dies, and the row says why.
+
+Each test checks what the cheat would have gained (a key the host can read, a file read, a
+counter that moved, a worker that lived) and that it did not happen. Where one worker can prove
+several things, one worker runs them (a worker's start is most of a test's cost).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import use
+from harness import _common, cgroup, process, sandbox, seccomp, worker_process
+from harness.session import Session
+from test_cheaters_isolation import CHEATERS, bundle, cheater, info
+
+sys.path.insert(0, str(CHEATERS))
+import _keys  # noqa: E402  (the keyring calls, from the host's side)
+
+PROBE = Path(__file__).resolve().parent / "_syscall_probe.py"
+EPERM = 1
+MEMORY_BOUND_GB = 1.0   # the hog tests' worker_memory_gb: the toy's worker holds a few hundred MB
+HOG_GB = 2.0
+
+
+def _has_cap(bit: int) -> bool:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> bit & 1)
+    return False
+
+
+# --- keyrings and the other refused calls ---------------------------------------------------------
+
+def test_the_refused_calls_fail_inside_and_not_outside(at_toy: Path) -> None:
+    """tests/_syscall_probe.py in the worker's sandbox (its real policy: the filter bwrap loads for
+    the worker and every rank) and outside it: every call harness/seccomp.py lists gets EPERM
+    inside, none of them does outside (the keyring calls succeed there), and the calls the
+    worker needs (sockets, fcntl, memfd) still work inside."""
+    if seccomp.program() is None:
+        pytest.skip("no seccomp filter for this architecture")
+    policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), _common.load_goals(),
+                                   sandbox.SCRATCH)
+    argv, fds = sandbox.wrap([sys.executable, "-S", str(PROBE)], sandbox.Policy(
+        shown=(*policy.shown, (str(PROBE), str(PROBE))), links=policy.links, masked=policy.masked, env=policy.env))
+    try:
+        inside = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60, env=dict(policy.env))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    outside = subprocess.run([sys.executable, "-S", str(PROBE)], capture_output=True, text=True, timeout=60)
+    got_in, got_out = json.loads(inside.stdout or "{}"), json.loads(outside.stdout or "{}")
+    assert got_in and got_out, (inside.stderr[-1000:], outside.stderr[-1000:])
+    assert set(got_in["refused"]) == set(seccomp.refused()), "the probe and the filter's list differ"
+    allowed = {call: e for call, e in got_in["refused"].items() if e != EPERM}
+    assert not allowed, f"calls the worker may still make: {allowed}"
+    assert not any(got_in["controls"].values()), f"a call the worker needs is refused: {got_in['controls']}"
+    same = [call for call, e in got_out["refused"].items() if e == EPERM]
+    assert not same, f"refused outside the sandbox too (the test proves nothing for them): {same}"
+    assert all(got_out["refused"][c] == 0 for c in ("add_key", "keyctl")), got_out["refused"]
+
+
+FAMILIES = {"host keyring cache": "cache", "session keyring cache": "session", "exfiltrated inputs": "exfil"}
+
+
+def _left_by(marker: str) -> dict[str, list[str]]:
+    """The marker's keys of each family that a host process reaches: in this process's user
+    keyring (the host user's) or its session keyring (which the worker inherited)."""
+    found: dict[str, list[str]] = {family: [] for family in FAMILIES}
+    for family, word in FAMILIES.items():
+        for _, desc in _keys.keys_named(f"auto-optim-{word}-{marker}-"):
+            if _keys.search(_keys.USER, desc) > 0 or _keys.search(_keys.SESSION, desc) > 0:
+                found[family].append(desc)
+    return found
+
+
+def _leaked_inputs(marker: str, hidden: list[bytes]) -> int:
+    """How many of the hidden inputs a host process reads back, byte for byte, from the keys the
+    exfiltrating cheater left in the host user's keyring."""
+    parts: dict[str, dict[int, bytes]] = {}
+    for _, desc in _keys.keys_named(f"auto-optim-exfil-{marker}-"):
+        serial = _keys.search(_keys.USER, desc)
+        data = _keys.read(serial) if serial > 0 else None
+        if data is not None:
+            n, part = desc.rsplit("-", 1)[1].split(".")
+            parts.setdefault(n, {})[int(part)] = data
+    copies = {b"".join(p[k] for k in sorted(p)) for p in parts.values()}
+    return sum(h in copies for h in hidden)
+
+
+def _forget(marker: str) -> None:
+    for serial, desc in _keys.keys_named("auto-optim-"):
+        if marker in desc:
+            _keys.invalidate(serial)
+
+
+def _copies_of_assets(assets: Path, tag: str) -> list[Path]:
+    """The hidden assets (inputs, references, pool) copied where a person might keep them: under
+    /var/tmp and in the home folder (outside the project, outside /tmp, which the worker has of its own)."""
+    places = [Path("/var/tmp") / f"auto-optim-test-{tag}", Path.home() / ".cache" / f"auto-optim-test-{tag}"]
+    for place in places:
+        place.mkdir(parents=True)
+        for entry in assets.iterdir():
+            if entry.name.startswith(("input_", "reference_", "pool_")):
+                (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, place / entry.name)
+    return places
+
+
+def test_no_state_in_keyrings_and_no_copy_of_the_assets(at_toy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capfd: pytest.CaptureFixture) -> None:
+    """In one worker: caches_in_host_keyring, caches_in_session_keyring (this process joins a
+    session keyring of its own first, which the harness and its worker inherit), exfiltrates_inputs,
+    resets_oom_score and reads_asset_copies (copies under /var/tmp and the home folder). Nothing
+    of the worker's may reach a keyring a host process reads, no hidden input may come back from
+    one, no copy of the assets may be read (the cheater would fail the gate), and, where the
+    harness holds CAP_SYS_RESOURCE, the OOM preference set before the worker started stays.
+
+    The run is made where this machine gives the worker no cgroup (cgroup.make patched: a
+    non-root user without delegation), which the row and one line on stderr must say."""
+    tag = uuid.uuid4().hex[:12]
+    assert _keys.join_session(f"auto-optim-test-{tag}") > 0, "no session keyring could be made here"
+    copies = _copies_of_assets(_common.assets_dir(), tag)
+    monkeypatch.setattr(cgroup, "make", lambda memory_bytes: (None, "no cgroup could be made for the worker (the test's)"))
+    names = ["caches_in_host_keyring", "caches_in_session_keyring", "exfiltrates_inputs", "resets_oom_score",
+             "reads_asset_copies"]
+    path = bundle(tmp_path / "c", names, CHEAT_MARKER=tag, CHEAT_COST_S="0", CHEAT_COPIES=":".join(map(str, copies)))
+    try:
+        with Session(path, "tiny", "cpu") as s:
+            f = s.measure()
+            hidden = [s.bench_x.numpy().tobytes(), *(p["input"].numpy().tobytes() for p in s.pool)]
+        left, leaked = _left_by(tag), _leaked_inputs(tag, hidden)
+    finally:
+        _forget(tag)
+        for place in copies:
+            shutil.rmtree(place, ignore_errors=True)
+    said = info(f)
+    problems = []  # every cheat that worked, not just the first
+    for (family, keys), name in zip(left.items(), names):
+        if keys:
+            problems.append(f"{family}: the worker's keys reach a host process: {keys[:3]} ({said.get(name)})")
+    if leaked:
+        problems.append(f"{leaked} hidden inputs read back from the host user's keyring, byte for byte ({said.get(names[2])})")
+    if not f["passed"]:
+        problems.append(f"{f['reason']}: read a copy of the assets? {said.get('reads_asset_copies')}")
+    assert not problems, "\n".join(problems)
+    for name in names[:3]:
+        assert said[name]["tried"]["add_key"] == os.strerror(EPERM), said[name]
+    if _has_cap(24):  # CAP_SYS_RESOURCE: the preference's floor is set, the worker cannot lower it
+        assert said["resets_oom_score"]["after"] == "1000", said["resets_oom_score"]
+    assert said["resets_oom_score"]["before"] == "1000", said["resets_oom_score"]
+    assert "paused by signals" in f["sandbox"] and "no memory bound" in f["sandbox"], f["sandbox"]
+    notes = [ln for ln in capfd.readouterr().err.splitlines() if "no cgroup could be made" in ln]
+    assert len(notes) == 1, notes
+
+
+# --- the freezer ------------------------------------------------------------------------------------
+
+def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None:
+    """hops_while_frozen: a chain of processes that fork and exit, each counting in the worker's
+    /tmp. While the worker is paused (as while its rival is timed, harness/alternate.py) the count
+    must not move; once resumed it does (the chain is alive: the check proves something)."""
+    tag = uuid.uuid4().hex[:12]
+    with Session(cheater("hops_while_frozen", tmp_path / "c", CHEAT_MARKER=tag), "tiny", "cpu") as s:
+        facts = s.begin()
+        assert facts["status"] == "measured", facts["reason"]
+        inner = process.descendants(s.worker.proc.pid)[1]  # the sandbox's first process: its /tmp
+        counter = Path(f"/proc/{inner}/root{info(facts)['counter']}")
+
+        def count() -> int:
+            return int(counter.read_text().strip() or 0)
+
+        deadline = time.monotonic() + 10
+        while count() < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        moved = []
+        for _ in range(2):
+            assert s.pause() is None
+            before = count()
+            time.sleep(0.5)
+            moved.append(count() - before)
+            s.resume()
+            after = count()
+            time.sleep(0.3)
+            alive = count() - after
+        label = facts["sandbox"]
+    assert alive > 0, "the chain did not run once resumed: the test proves nothing"
+    assert moved == [0, 0], f"the chain ran {moved} steps while its worker was paused ({label})"
+    assert "freezer" in label and "jumps of its own clock" in label, label
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_freezer_of_each_cgroup_version(version: int) -> None:
+    """harness/cgroup.py's freeze and thaw on a bare fork-and-exit chain (no worker, no torch), for
+    each cgroup version this machine has (a hybrid one has both: v1's freezer, v2's cgroup.freeze)."""
+    name = f"{cgroup.PREFIX}{os.getpid()}-test-v{version}"
+    if version == 2:
+        group = cgroup._try_v2(name, None, need_memory=False)
+    else:
+        freezer, _, made = cgroup._try_v1(name, None)
+        group = cgroup.WorkerCgroup(freezer, None, None, made) if freezer else None
+    if group is None:
+        pytest.skip(f"no cgroup v{version} freezer here")
+    chain = ("import os, sys, time\n"
+             "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+             "while True:\n"
+             "    os.pwrite(fd, b'%-31d' % (int(os.pread(fd, 32, 0) or b'0') + 1), 0)\n"
+             "    time.sleep(0.001)\n"
+             "    if os.fork():\n"
+             "        os._exit(0)\n")
+    counter = Path(f"/tmp/auto-optim-test-chain-{uuid.uuid4().hex[:8]}")
+    proc = subprocess.Popen(cgroup.entering(group, [sys.executable, "-S", "-c", chain, str(counter)]))
+    try:
+        def count() -> int:
+            return int(counter.read_text().strip() or 0) if counter.exists() else 0
+
+        deadline = time.monotonic() + 10
+        while count() < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert group.freeze()
+        before = count()
+        time.sleep(0.3)
+        frozen = count() - before
+        group.thaw()
+        time.sleep(0.2)
+        assert frozen == 0 and count() > before, (frozen, before, count())
+    finally:
+        group.remove()
+        proc.wait(timeout=10)
+        counter.unlink(missing_ok=True)
+    assert not group.made
+
+
+# --- the memory bound ---------------------------------------------------------------------------
+
+@pytest.fixture
+def bounded(toy: Path, tmp_path: Path) -> Path:
+    """The toy's workspace with a small worker memory bound (goals.json "worker_memory_gb")."""
+    ws = shutil.copytree(toy, tmp_path / "ws", symlinks=True)
+    goals = json.loads((ws / "goals.json").read_text())
+    (ws / "goals.json").write_text(json.dumps({**goals, "worker_memory_gb": MEMORY_BOUND_GB}))
+    with use(ws):
+        yield ws
+
+
+@pytest.mark.parametrize("how", ["anon", "shmem"])
+def test_a_worker_past_its_memory_bound_is_the_one_that_dies(bounded: Path, tmp_path: Path, how: str) -> None:
+    """hogs_memory: twice the bound, in its own memory ("anon") or in memfds and its /tmp
+    ("shmem", in no process's resident set). Without a bound it passes; with one the kernel kills
+    it inside its cgroup, this process (the harness) lives on, and the row says why."""
+    group, why = cgroup.make(int(MEMORY_BOUND_GB * cgroup.GB))
+    if group is not None:
+        group.remove()
+    if group is None or group.memory is None:
+        pytest.skip(f"no memory cgroup here: {why}")
+    with Session(cheater("hogs_memory", tmp_path / "c", CHEAT_HOG=how, CHEAT_HOG_GB=str(HOG_GB)), "tiny", "cpu") as s:
+        f = s.measure()
+    assert not f["passed"] and f["status"] == "crash", f"the worker held {HOG_GB} GB past its bound: {f['status']} {f['reason']}"
+    assert f"memory bound of {MEMORY_BOUND_GB:g} GB" in f["reason"] and "\n" not in f["reason"], f["reason"]
