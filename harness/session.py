@@ -13,9 +13,11 @@ depends on the output itself, such as an LLM's greedy token path, has an adapter
 `reference_for_output` and a pool of inputs only: this process then loads the frozen model too,
 its own copy, and computes each call's reference from the input and the output it holds.) The
 candidate runs in a worker process (harness/worker.py) in namespaces of its own
-(harness/sandbox.py: bubblewrap), with Landlock inside as a second wall (harness/landlock.py): it
-cannot see this process or act on it, read those files or the records, write anything that
-outlives it, or reach a network, and everything it starts dies with it. The two share only an
+(harness/sandbox.py: bubblewrap, an allow-list view, a seccomp filter), with Landlock inside as a
+second wall (harness/landlock.py), in a cgroup of its own that the kernel freezes and bounds
+(harness/cgroup.py): it cannot see this process or act on it, read those files or the records,
+write anything that outlives it (a file, a keyring), reach a network, run while its rival is
+timed, or take the host's memory, and everything it starts dies with it. The two share only an
 input buffer and an output buffer (harness/shared.py), passed as file descriptors.
 
 Every call is the same call: the harness poisons the output buffer, starts its clock, and only

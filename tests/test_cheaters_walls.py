@@ -274,3 +274,33 @@ def test_a_worker_past_its_memory_bound_is_the_one_that_dies(bounded: Path, tmp_
         f = s.measure()
     assert not f["passed"] and f["status"] == "crash", f"the worker held {HOG_GB} GB past its bound: {f['status']} {f['reason']}"
     assert f"memory bound of {MEMORY_BOUND_GB:g} GB" in f["reason"] and "\n" not in f["reason"], f["reason"]
+
+
+# --- the policy -----------------------------------------------------------------------------------
+
+def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
+    """The worker's policy (one printable object) shows the system's folders, the interpreter's and
+    the project's pieces, nothing of the folders a person keeps things in, and no credentials of
+    /etc; bwrap starts from an empty root, made read-only, not from the host's `/`."""
+    goals = _common.load_goals()
+    projects = [Path(worker_process.HARNESS.parent), _common.root()]
+    policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), goals, sandbox.SCRATCH)
+    prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)}
+
+    def allowed(dest: Path) -> bool:
+        inside = [t for t in (*projects, *prefixes) if dest == t or t in dest.parents]
+        return bool(inside) or not any(dest == Path(top) or Path(top) in dest.parents
+                                       for top in ("/home", "/root", "/work", "/srv", "/mnt", "/opt", "/var", "/media"))
+
+    shown = [Path(d) for d, _ in policy.shown]
+    assert all(allowed(d) for d in shown), [str(d) for d in shown if not allowed(d)]
+    etc = {d.relative_to("/etc").parts[0] for d in shown if Path("/etc") in d.parents}
+    assert etc and not etc & {"shadow", "gshadow", "ssh", "pip.conf", "npmrc", "sudoers", "security"}, etc
+    assert Path("/") not in shown and Path("/usr") in shown and Path("/sys") in shown
+    argv, fds = sandbox.wrap(["true"], policy)
+    for fd in fds:
+        os.close(fd)
+    pairs = list(zip(argv, argv[1:], argv[2:]))
+    assert ("--ro-bind", "/", "/") not in pairs and ("--remount-ro", "/", "--remount-ro") in pairs
+    printed = str(policy)
+    assert "read-only" in printed and "environment:" in printed and "writable:" in printed
