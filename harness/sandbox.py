@@ -262,16 +262,18 @@ def wrap(argv: list[str], policy: Policy) -> tuple[list[str], list[int]]:
         args += ["--dev-bind-try", dev, dev]
     args += ["--size", str(policy.scratch_bytes), "--tmpfs", policy.scratch, "--tmpfs", RUNTIME]
     shown = sorted({(Path(d), Path(s)) for d, s in policy.shown}, key=lambda p: (len(p[0].parts), p[0]))
+    # What each shown entry leaves out: the hidden paths, and a project folder below it (which
+    # shows only through the entries named inside it).
+    out = {dest: hidden | {m for m in masked if not _under(Path(os.path.realpath(source)), m)} for dest, source in shown}
     for dest, source in shown:
-        # A folder above a project folder shows it only through the entries named inside it.
-        real = Path(os.path.realpath(source))
-        args += _put_back(dest, source, hidden | {m for m in masked if not _under(real, m)})
+        args += _put_back(dest, source, out[dest])
     for path, target in policy.links:
         args += ["--symlink", target, path]
-    tops = [Path(d) for d, _ in shown]
-    for sock in host_sockets():  # a socket inside a shown folder: covered
-        if any(_under(sock, top) for top in tops) and not any(_under(sock, top) for top in (Path(policy.scratch), Path(RUNTIME))):
-            args += ["--ro-bind-try", "/dev/null", str(sock)]
+    for sock in host_sockets():  # a socket the view shows: covered, where it is shown
+        for dest, source in shown:
+            real = Path(os.path.realpath(source))
+            if _under(sock, real) and not any(_under(sock, h) for h in out[dest]):
+                args += ["--ro-bind-try", "/dev/null", str(dest / sock.relative_to(real))]
     args += ["--remount-ro", "/", "--remount-ro", RUNTIME]
     if policy.chdir is not None:
         args += ["--chdir", policy.chdir]
