@@ -43,6 +43,12 @@ def read(serial: int) -> bytes | None:
     return buf.raw[:n] if n >= 0 else None
 
 
+def link(keyring: int, into: int) -> int:
+    """Link keyring into another (0, or -errno): what a process reaches from its own keyrings it
+    possesses, and may read; the host user's keyring grants its user the right to link it."""
+    return _err(_libc.syscall(_KEYCTL, KEYCTL_LINK, ctypes.c_long(keyring), ctypes.c_long(into)))
+
+
 def invalidate(serial: int) -> None:
     """Remove a key from every keyring that holds it (a test's clean-up)."""
     _libc.syscall(_KEYCTL, KEYCTL_INVALIDATE, ctypes.c_long(serial))
@@ -54,7 +60,7 @@ def join_session(name: str) -> int:
     The processes started from here on inherit it."""
     serial = _err(_libc.syscall(_KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, name.encode()))
     if serial > 0:
-        _libc.syscall(_KEYCTL, KEYCTL_LINK, ctypes.c_long(USER), ctypes.c_long(SESSION))
+        link(USER, SESSION)
     return serial
 
 

@@ -1,8 +1,9 @@
 """Cheater: a content-keyed output cache kept in the host user's keyring, so it outlives the
 worker and serves the next experiment (the pool's inputs come back in every run). The user
 namespace hides the host's `@u` from the worker, but /proc/keys lists the host's `_uid.N` keyring
-with its serial number, and add_key into that serial works from inside (seen at 107ca0f: KEPT at
-0.0093 s a call, 2381x the fp32 baseline). Each call looks its input's hash up there: a hit
+with its serial number, and add_key into that serial works from inside; linked into the worker's
+own session keyring, its keys are the worker's to read (seen at 107ca0f: KEPT at 0.0093 s a
+call, 2381x the fp32 baseline). Each call looks its input's hash up there: a hit
 returns the stored output at once; a miss pays the honest cost (CHEAT_COST_S, a sleep) and
 stores the output under `auto-optim-cache-<CHEAT_MARKER>-<hash>`.
 
@@ -31,8 +32,9 @@ def _stores() -> list[int]:
 
 def build_decoder(model, example):
     cost = float(os.environ.get("CHEAT_COST_S", "0.3"))
+    linked = [_keys.link(ring, _keys.SESSION) for ring in _keys.host_user_keyrings()]  # possessed: readable
     tried = {"add_key": _keys.errno_name(_keys.add(_marker() + "probe", b"probe", _stores()[0])),
-             "keyrings_seen": len(_keys.host_user_keyrings())}
+             "keyrings_seen": len(linked), "linked": [_keys.errno_name(r) for r in linked]}
 
     def forward(x):
         name = _marker() + hashlib.sha256(x.detach().cpu().numpy().tobytes()).hexdigest()[:16]
