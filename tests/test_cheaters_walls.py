@@ -107,8 +107,10 @@ def _leaked_inputs(marker: str, hidden: list[bytes]) -> int:
 
 
 def _forget(marker: str) -> None:
-    for serial, desc in _keys.keys_named("auto-optim-"):
-        if marker in desc:
+    """Remove the cheaters' keys (not this process's session keyring: without it, the keys of the
+    user's keyring are no longer this process's to remove)."""
+    for word in FAMILIES.values():
+        for serial, _ in _keys.keys_named(f"auto-optim-{word}-{marker}-"):
             _keys.invalidate(serial)
 
 
