@@ -70,7 +70,7 @@ class WorkerCgroup:
         parts = []
         if self.freezer:
             parts.append(f"paused by the kernel's freezer (cgroup v{self.freezer[0]}; a frozen worker still sees "
-                         "its rival's call durations as jumps of its own clock)")
+                         "its rival's call durations as jumps of its own clock, and so that it runs beside one)")
         else:
             parts.append("paused by signals (no cgroup freezer here: a fork-and-exit process can outrun the pause)")
         if self.memory:

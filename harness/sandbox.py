@@ -87,6 +87,9 @@ ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alternativ
 # Never shown, even inside /sys: the cgroup tree (the harness's layout, the rival worker's usage
 # figures, and the files that freeze and bound a worker: read-only, but none of its business).
 SYS_HIDDEN = ("/sys/fs/cgroup",)
+# Of its fresh /proc, covered by /dev/null: the keys and keyrings of the host's users with their
+# serial numbers (the keyring calls are refused, harness/seccomp.py; their names are not its business).
+PROC_COVERED = ("/proc/keys", "/proc/key-users")
 
 
 class Unavailable(Exception):
@@ -258,6 +261,8 @@ def wrap(argv: list[str], policy: Policy) -> tuple[list[str], list[int]]:
         args += ["--seccomp", str(fd)]
     # The fresh mounts first: what is shown inside them (a project under /tmp) is put back on top.
     args += ["--proc", "/proc", "--dev", "/dev"]
+    for name in PROC_COVERED:
+        args += ["--ro-bind-try", "/dev/null", name]
     for dev in (*DEVICES, *policy.gpus):
         args += ["--dev-bind-try", dev, dev]
     args += ["--size", str(policy.scratch_bytes), "--tmpfs", policy.scratch, "--tmpfs", RUNTIME]

@@ -175,6 +175,16 @@ def test_no_state_in_keyrings_and_no_copy_of_the_assets(at_toy: Path, tmp_path: 
 
 # --- the freezer ------------------------------------------------------------------------------------
 
+def _soon(check, within_s: float = 10.0) -> bool:
+    """Whether check() holds within within_s (a loaded machine is slow to schedule a chain)."""
+    deadline = time.monotonic() + within_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None:
     """hops_while_frozen: a chain of processes that fork and exit, each counting in the worker's
     /tmp. While the worker is paused (as while its rival is timed, harness/alternate.py) the count
@@ -189,10 +199,8 @@ def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None
         def count() -> int:
             return int(counter.read_text().strip() or 0)
 
-        deadline = time.monotonic() + 10
-        while count() < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        moved = []
+        assert _soon(lambda: count() >= 3), "the chain never started: the test would prove nothing"
+        moved, alive = [], []
         for _ in range(2):
             assert s.pause() is None
             before = count()
@@ -200,11 +208,10 @@ def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None
             moved.append(count() - before)
             s.resume()
             after = count()
-            time.sleep(0.3)
-            alive = count() - after
+            alive.append(_soon(lambda: count() > after))
         label = facts["sandbox"]
-    assert alive > 0, "the chain did not run once resumed: the test proves nothing"
     assert moved == [0, 0], f"the chain ran {moved} steps while its worker was paused ({label})"
+    assert all(alive), f"the chain did not run again once resumed ({alive}): the test proves nothing"
     assert "freezer" in label and "jumps of its own clock" in label, label
 
 
@@ -233,16 +240,14 @@ def test_the_freezer_of_each_cgroup_version(version: int) -> None:
         def count() -> int:
             return int(counter.read_text().strip() or 0) if counter.exists() else 0
 
-        deadline = time.monotonic() + 10
-        while count() < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        assert _soon(lambda: count() >= 3), "the chain never started"
         assert group.freeze()
         before = count()
         time.sleep(0.3)
         frozen = count() - before
         group.thaw()
-        time.sleep(0.2)
-        assert frozen == 0 and count() > before, (frozen, before, count())
+        assert frozen == 0, f"the chain ran {frozen} steps while frozen"
+        assert _soon(lambda: count() > before), "the chain did not run again once thawed"
     finally:
         group.remove()
         proc.wait(timeout=10)
@@ -306,3 +311,29 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
     assert ("--ro-bind", "/", "/") not in pairs and ("--remount-ro", "/", "--remount-ro") in pairs
     printed = str(policy)
     assert "read-only" in printed and "environment:" in printed and "writable:" in printed
+
+
+def test_a_worker_the_kernel_cannot_freeze_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """harness/alternate.py: a rival whose freeze did not complete (its worker already stopped by
+    Session.pause) fails, before the other worker's call is timed beside it."""
+    from harness import alternate
+
+    class Rival:
+        def __init__(self, why: str | None) -> None:
+            self.why, self.failed, self.resumed = why, None, False
+
+        def pause(self) -> str | None:
+            return self.why
+
+        def resume(self) -> None:
+            self.resumed = True
+
+        def fail(self, facts: dict, status: str, reason: str) -> None:
+            facts.update(status=status, reason=reason)
+            self.failed = reason
+
+    timed, stuck = Rival(None), Rival("the kernel could not freeze the worker within 10 s")
+    facts = {timed: {"status": "measured"}, stuck: {"status": "measured"}}
+    alternate._only(timed, (timed, stuck), facts)
+    assert timed.resumed and facts[stuck]["status"] == "crash" and "could not freeze" in facts[stuck]["reason"]
+    alternate._only(stuck, (timed, stuck), {})  # before its facts exist (being built): no failure to record
