@@ -7,7 +7,8 @@ call, 2381x the fp32 baseline). Each call looks its input's hash up there: a hit
 returns the stored output at once; a miss pays the honest cost (CHEAT_COST_S, a sleep) and
 stores the output under `auto-optim-cache-<CHEAT_MARKER>-<hash>`.
 
-Stopped by: the worker's seccomp filter, which refuses add_key, keyctl and request_key (EPERM).
+Stopped by: the worker's seccomp filter, which refuses add_key, keyctl and request_key (EPERM);
+and its /proc/keys is covered, so it finds no serial number either.
 The test looks for the marker's keys from the host after the run."""
 
 import hashlib
