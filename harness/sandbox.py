@@ -132,7 +132,8 @@ class Policy:
         lines += [f"    {d}" + ("" if d == s else f" <- {s}") for d, s in sorted(self.shown)]
         lines += ["  links:"] + [f"    {p} -> {t}" for p, t in self.links]
         lines += ["  shown only through the entries above (project folders):"] + [f"    {m}" for m in self.masked]
-        lines += ["  hidden:"] + [f"    {h}" for h in self.hidden]
+        lines += ["  hidden:"] + [f"    {h}" for h in (*self.hidden, *SYS_HIDDEN)]
+        lines += [f"  covered by /dev/null: {', '.join(PROC_COVERED)}, every host socket a shown folder holds"]
         lines += [f"  fresh: /proc, /dev (+ {', '.join([*DEVICES, *self.gpus])} where present), "
                   f"{self.scratch} (tmpfs, {self.scratch_bytes >> 20} MiB), {RUNTIME} (empty)"]
         lines += ["  writable:"] + [f"    {w}" for w in self.writable]

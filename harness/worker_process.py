@@ -186,7 +186,7 @@ def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, sc
     project = [HARNESS, _common.goals_path(), _common.assets_dir(), *code]
     shown = {(str(p), str(p)) for p in (*interpreter_paths(projects, env), *extra_tools(env))} | set(system)
     shown |= {(os.path.abspath(p), os.path.realpath(p)) for p in project if os.path.lexists(p)}
-    return sandbox.Policy(shown=tuple(sorted(shown)), links=tuple(links), masked=tuple(str(p) for p in projects),
+    return sandbox.Policy(shown=tuple(sorted(shown)), links=tuple(links), masked=tuple(dict.fromkeys(str(p) for p in projects)),
                           hidden=tuple(str(h) for h in hidden), writable=tuple(writable(scratch, gpus_given.nodes, ranks)),
                           env=env, gpus=tuple(gpus_given.nodes), chdir=str(HARNESS.parent), scratch=scratch)
 
@@ -254,3 +254,19 @@ def environment(goals: Any, scratch: str, gpu_uuids: list[str]) -> dict[str, str
     if gpu_uuids:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_uuids)
     return env
+
+
+def main() -> int:
+    """`python -m harness.worker_process [CANDIDATE]`: print the policy a sandboxed worker of this
+    project gets on this machine (its GPUs: the first CUDA device, where there is one)."""
+    from harness import signing
+
+    goals = _common.load_goals()
+    candidate = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else _common.root() / goals["candidate"]
+    device = _common.default_device()
+    print(policy(candidate, [*_common.secret_paths(goals), signing.key_dir()], gpus(device, 1), goals, sandbox.SCRATCH))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
