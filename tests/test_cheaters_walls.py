@@ -12,6 +12,12 @@ namespaces through what they do not separate, against the evaluator, on the toy 
 Each test checks what the cheat would have gained (a key the host can read, a file read, a
 counter that moved, a worker that lived) and that it did not happen. Where one worker can prove
 several things, one worker runs them (a worker's start is most of a test's cost).
+
+A new cheater: a file in tests/cheaters/ with build_decoder(model, example) and a docstring that
+says what it gains and what stops it; its settings as CHEAT_* variables, set in its source by
+`cheater(name, folder, CHEAT_X=...)`; several of them in one worker with `bundle(folder, names)`
+(each one's build, then each one's forward on every call). What it did goes in its `info` (see
+`info(facts)`); the test's verdict rests on what the host sees.
 """
 
 from __future__ import annotations
