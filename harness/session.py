@@ -343,8 +343,11 @@ class Session(Measuring):
         return (group or cgroup.WorkerCgroup(None, None)).label()
 
     def sandbox_label(self) -> str:
-        walls = "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.landlock_abi, self.ranks)
-        return f"{walls}; {self.worker_label()}"
+        """What the row says of the walls: a person's --unsandboxed run claims none (its cgroup
+        still freezes and bounds it where one could be made)."""
+        if self.unsandboxed:
+            return "none (--unsandboxed)"
+        return f"{sandbox.describe(self.landlock_abi, self.ranks)}; {self.worker_label()}"
 
     def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
         """One profiled call, then the FLOP count (count_flops), each on a fresh input and checked
