@@ -72,7 +72,10 @@ class WorkerProcess:
         try:
             self.chan.send(cfg)
         except ChannelClosed as e:  # it never started: bwrap's own output says why
-            raise Failed("crash", self.death(str(e))) from None
+            why = self.death(str(e))
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            raise Failed("crash", why) from None
         LIVE.add(self.proc.pid)  # only once started: one that failed to start is not spared
 
     def request(self, op: str, timeout: float) -> dict[str, Any]:
