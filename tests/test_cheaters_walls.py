@@ -343,3 +343,48 @@ def test_a_worker_the_kernel_cannot_freeze_fails(monkeypatch: pytest.MonkeyPatch
     alternate._only(timed, (timed, stuck), facts)
     assert timed.resumed and facts[stuck]["status"] == "crash" and "could not freeze" in facts[stuck]["reason"]
     alternate._only(stuck, (timed, stuck), {})  # before its facts exist (being built): no failure to record
+
+
+@pytest.mark.parametrize("own", ["/", "/system.slice/harness.service"])
+def test_a_cgroup_v2_host_gets_one_cgroup_with_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own: str) -> None:
+    """Where the GPU machines likely are (cgroup v2 only, root): the worker's cgroup has both the
+    freezer and the memory bound. Below the harness's own cgroup where that is the root; beside it
+    where the harness's cgroup holds processes (the kernel refuses to hand such a cgroup's children
+    the memory controller: EBUSY). A stand-in for cgroupfs (this machine's controllers are v1's):
+    a folder made there gets cgroup.freeze, and memory.max where its parent hands out memory."""
+    import errno as errno_
+
+    root = tmp_path / "cgroup2"
+    mine = root / own.strip("/")
+    mine.mkdir(parents=True, exist_ok=True)
+    for folder in {root, mine, mine.parent}:
+        (folder / "cgroup.controllers").write_text("memory pids\n")
+        (folder / "cgroup.subtree_control").write_text("" if folder in (root, mine) else "memory pids\n")
+    monkeypatch.setattr(cgroup, "_mounts", lambda: [cgroup.Mount(2, "/", root, frozenset())])
+    monkeypatch.setattr(cgroup, "_own_paths", lambda: {"": own})
+    real_write, real_mkdir = cgroup._write, Path.mkdir
+
+    def write(path: Path, text: str) -> None:
+        if path == mine / "cgroup.subtree_control" and mine != root:
+            raise OSError(errno_.EBUSY, "a cgroup with processes hands its children no controller")
+        real_write(path, text)
+
+    def new_folder(home: Path, name: str) -> Path:
+        folder = home / name
+        real_mkdir(folder)
+        (folder / "cgroup.freeze").write_text("0\n")
+        (folder / "cgroup.procs").write_text("")
+        if "memory" in (home / "cgroup.subtree_control").read_text():
+            for f in ("memory.max", "memory.swap.max", "memory.oom.group"):
+                (folder / f).write_text("max\n")
+        return folder
+
+    monkeypatch.setattr(cgroup, "_write", write)
+    monkeypatch.setattr(cgroup, "_new_folder", new_folder)
+    group, note = cgroup.make(3_000_000_000)
+    assert group is not None and note == "", note
+    assert group.freezer == group.memory == (2, group.made[0]) and len(group.made) == 1, group
+    assert group.made[0].parent == (root if own == "/" else mine.parent), group.made
+    assert (group.made[0] / "memory.max").read_text() == "3000000000"
+    assert (group.made[0] / "memory.swap.max").read_text() == "0" and (group.made[0] / "memory.oom.group").read_text() == "1"
+    assert "cgroup v2" in group.label() and "memory bound 3 GB" in group.label()
