@@ -5,8 +5,11 @@
 Both workers are built (one at a time), then the timed calls alternate in pairs whose order (keeper
 first or candidate first) is drawn from os.urandom, so the machine's drift falls on both alike
 (harness/keep_rule.py reads the pairs). Only the worker being timed runs: the other one, and
-everything it started, is stopped (SIGSTOP) for the whole call, so it cannot take the CPU or the
-GPU's queue from its rival. Work a worker queued on the GPU before saying "done" could still run
+everything it started, is frozen by the kernel (its cgroup's freezer, harness/cgroup.py; where
+the machine has none, stopped by signals, and the row says so) for the whole call, so it cannot
+take the CPU or the GPU's queue from its rival. A worker the kernel cannot freeze is stopped and
+fails. What freezing cannot hide: a frozen worker's clock jumps by the rival's call when it wakes,
+so it can learn its rival's call durations (the row's sandbox label says so). Work a worker queued on the GPU before saying "done" could still run
 into the rival's call: before each call the harness waits until NVML reads the GPU idle, and a
 worker that leaves it busy fails (harness/busy.py wait_idle). Every call is the same call as in a
 measurement alone: a fresh input, checked. (Unsandboxed, a person's choice, a process the worker
@@ -54,7 +57,7 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
     both = (keeper, candidate)
     facts: dict[Session, dict[str, Any]] = {}
     for s in both:  # built one at a time, the other one frozen
-        _only(s, both)
+        _only(s, both, facts)
         facts[s] = s.begin(want_frame=want_frame and s is candidate, runs=pairs)
     last: Session = candidate  # begun last: its warm-up's work must not run into the keeper's first call
     for _ in range(pairs):
@@ -62,7 +65,7 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
         for s in order:
             if facts[s]["status"] != "measured":
                 continue
-            _only(s, both)
+            _only(s, both, facts)
             if last is not s and not busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks) \
                     and facts[last]["status"] == "measured":
                 last.fail(facts[last], "gate_fail", f"the GPU was still busy {s.timeouts['call_s']:.0f} s after its "
@@ -85,9 +88,11 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
     return kf, cf
 
 
-def _only(s: Session, both: tuple[Session, ...]) -> None:
-    """Freeze the others, wake s."""
+def _only(s: Session, both: tuple[Session, ...], facts: dict[Session, dict[str, Any]]) -> None:
+    """Freeze the others, wake s. One the kernel cannot freeze has been stopped: it fails."""
     for other in both:
         if other is not s:
-            other.pause()
+            why = other.pause()
+            if why is not None and other in facts and facts[other]["status"] == "measured":
+                other.fail(facts[other], "crash", why)
     s.resume()

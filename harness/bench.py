@@ -71,7 +71,8 @@ def human(f: dict[str, Any]) -> list[str]:
         "  peak memory: " + ("not measured" if f.get("peak_mem_gb") is None else f"{f['peak_mem_gb']:.2f} GB (worker's own report)"),
     ]
     if f.get("flops"):
-        executed = f"executed {f['executed_flops'] / 1e12:.4g} TFLOP, " if f.get("executed_flops") else ""
+        count = (f.get("claims") or {}).get("executed_flops")  # the worker's count: a claim
+        executed = f"executed {count / 1e12:.4g} TFLOP (the worker's count), " if count else ""
         lines.append(f"  {executed}nominal {f['flops'] / 1e12:.4g} TFLOP (the model's own forward) -> "
                      f"{f['tflops']:.4g} TFLOP/s at the nominal count")
     if f.get("floor_s"):

@@ -7,7 +7,8 @@ Usage:
 The floor of one call is the work the candidate executes there at the best rate this machine
 reaches on that kind of work (goals.json "floor": {"work": "flops" | "bytes"}):
 - "flops" (the default): FLOPs counted around one call of the candidate in the worker (torch's
-  FlopCounterMode; a sub-pixel rewrite that computes less lowers its own floor), else the model's
+  FlopCounterMode; a sub-pixel rewrite that computes less lowers its own floor; the worker's count
+  is the candidate's claim, facts["claims"], never taken above the nominal count), else the model's
   nominal FLOPs (adapter.flops) and the report says so; over the best FLOP rate of the probes.
   The counter sees torch ops only: a count under half the nominal FLOPs means the work runs in
   kernels it cannot see (a cuDNN graph, a custom kernel), so the floor takes the nominal count.
@@ -140,20 +141,21 @@ def annotate(facts: dict[str, Any], goals: dict[str, Any], adapter: Any, shape: 
     facts["flops"] = nominal
     facts["tflops"] = nominal / med / 1e12 if nominal and med else None
     kind = goals.get("floor", {}).get("work", "flops")
+    executed = (facts.get("claims") or {}).get("executed_flops")  # counted in the worker: the candidate's claim
     if kind == "bytes":
         work = float(adapter.min_bytes(shape)) if hasattr(adapter, "min_bytes") else None
         source = "the adapter's minimum bytes"
-    elif facts.get("executed_flops") and nominal and facts["executed_flops"] > nominal:
-        # Counted in the worker, so the candidate's word: more work than the model's own forward
-        # would raise its floor toward its median (an easier stop). Never taken above nominal.
+    elif executed and nominal and executed > nominal:
+        # More work than the model's own forward would raise its floor toward its median (an
+        # easier stop). Never taken above nominal.
         work = nominal
-        source = (f"nominal FLOPs (the worker counted {facts['executed_flops'] / nominal:.3g}x them: its "
+        source = (f"nominal FLOPs (the worker claimed {executed / nominal:.3g}x them: its "
                   "count is the candidate's claim, never taken above the model's own)")
-    elif facts.get("executed_flops") and (not nominal or facts["executed_flops"] >= SEEN * nominal):
-        work, source = float(facts["executed_flops"]), "executed FLOPs (counted in the worker: the candidate's claim)"
-    elif facts.get("executed_flops"):
+    elif executed and (not nominal or executed >= SEEN * nominal):
+        work, source = float(executed), "executed FLOPs (counted in the worker: the candidate's claim)"
+    elif executed:
         work = nominal
-        source = (f"nominal FLOPs (the counter saw {facts['executed_flops'] / nominal:.1%} of them: the candidate "
+        source = (f"nominal FLOPs (the counter saw {executed / nominal:.1%} of them: the candidate "
                   "runs most of its work in kernels torch's counter cannot see)")
     else:
         work, source = nominal, "nominal FLOPs (no count of the executed ones)"
@@ -185,11 +187,14 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
             claimed_busy: float | None = None) -> tuple[bool, list[str]]:
     """(stop?, the reasons it may not stop yet); every unmet or unknown condition is a reason.
 
-    `busy` is the harness's own figure (NVML sampled during the timed calls, harness/busy.py): no
-    process can write it, though any can keep the device busy. `outside` and the FLOP count under
-    the floor come from the candidate's profile, counted in its worker: claims it could forge. No
-    STOP without the harness's busy figure, so a forged profile alone cannot end the loop; and a
-    STOP is printed as resting on those claims, for a person to confirm (harness/floor.py main)."""
+    What it rests on. The harness's own figures: `busy` (NVML sampled during the timed calls,
+    harness/busy.py: no process can write it, though any can keep the device busy), the plateau
+    (`attempts`, from the rows) and the median. The candidate's claims (its worker measured them
+    and could forge them, facts["claims"]): `outside` and the FLOP count under the floor (never
+    taken above the model's nominal count, annotate). No STOP without the harness's busy figure
+    and the plateau, so claims alone can never end the loop (`claimed_busy`, the profile's own
+    busy fraction, only informs the reason); and a STOP is printed as resting on those claims, for
+    a person to confirm (harness/floor.py main)."""
     why = []
     if attempts < rule["plateau_attempts"]:
         why.append(f"{_common.plural(attempts, 'attempt')} since the best row; the plateau needs {rule['plateau_attempts']}")
@@ -203,7 +208,8 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
     if outside is None:
         why.append("the best row has no recorded profile (python harness/profile.py)")
     elif outside > rule["max_outside"]:
-        why.append(f"{outside:.1%} of kernel time is outside {largest}; the rule allows {rule['max_outside']:.0%}")
+        why.append(f"{outside:.1%} of kernel time is outside {largest} (the candidate's profile claims it); "
+                   f"the rule allows {rule['max_outside']:.0%}")
     if floor_s is None or not median_s:
         why.append("no floor on this machine (python harness/floor.py probes it)")
     elif median_s > (1 + rule["within_floor"]) * floor_s:
@@ -229,9 +235,13 @@ def verdict_for_rows(rows: list[dict[str, str]], goals: dict[str, Any], preset: 
     except (OSError, json.JSONDecodeError):
         rec = {}
     facts = dict(rec.get("facts") or {"median_s": records.Row.of(best).median_s})
+    if facts.get("executed_flops") is not None and "claims" not in facts:  # an older record: its count is a claim too
+        facts["claims"] = {"executed_flops": facts.pop("executed_flops")}
     if facts.get("floor_s") is None:  # recorded before the machine was probed, or before floors
         annotate(facts, goals, adapter, goals["presets"][preset]["input_shape"], peak)
-    prof = rec.get("profile") or {}
+    # The profile's figures: the candidate's claims, labelled so (facts["claims"]); an older record
+    # keeps them in its "profile" only.
+    prof = (facts.get("claims") or {}).get("profile") or rec.get("profile") or {}
     stop, why = verdict(goals["stop_rule"], facts.get("median_s"), facts.get("floor_s"), facts.get("device_busy"),
                         prof.get("outside_largest"), attempts, prof.get("largest_category", "the largest class"),
                         claimed_busy=prof.get("busy_fraction"))

@@ -61,6 +61,7 @@ class Goals:
     worker_env: tuple[str, ...]
     frozen: tuple[str, ...]         # files outside the adapter's package that it runs (from the goals file's folder)
     raw: Mapping[str, Any] = field(repr=False)
+    worker_memory_gb: float | None = None  # host memory each worker's cgroup may hold (harness/cgroup.py); None: its default
 
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]
@@ -107,7 +108,7 @@ def parse(data: Any, where: Path) -> Goals:
                  better, float(data.get("noise_threshold", 0.01)), float(gain) if gain else None,
                  gate.get("quality_name", "quality"), gate.get("quality_better", "higher"),
                  MappingProxyType(presets), tuple(data.get("worker_env", ())), _frozen(data, where),
-                 MappingProxyType(data))
+                 MappingProxyType(data), worker_memory_gb=_worker_memory_gb(data, where))
 
 
 def _frozen(data: Mapping[str, Any], where: Path) -> tuple[str, ...]:
@@ -140,6 +141,17 @@ def _memory_gb(preset: Mapping[str, Any], name: str, where: Path) -> float | Non
         return None
     if isinstance(gb, bool) or not isinstance(gb, (int, float)) or not 0 < gb < math.inf:
         raise GoalsError(f"goals file {where}: preset {name}'s memory_gb is {gb!r}, not a positive number of GB")
+    return float(gb)
+
+
+def _worker_memory_gb(data: Mapping[str, Any], where: Path) -> float | None:
+    """"worker_memory_gb": the host memory (GB, 10^9 bytes) a worker and everything it starts may
+    hold together, its memfds and /tmp included (harness/cgroup.py; absent: 40% of this machine's)."""
+    gb = data.get("worker_memory_gb")
+    if gb is None:
+        return None
+    if isinstance(gb, bool) or not isinstance(gb, (int, float)) or not 0 < gb < math.inf:
+        raise GoalsError(f"goals file {where}: worker_memory_gb is {gb!r}, not a positive number of GB")
     return float(gb)
 
 

@@ -5,16 +5,19 @@ afterwards; a restriction can never be lifted. The worker calls `restrict()` as 
 before it imports torch or the candidate, while it has a single thread (Landlock binds the calling
 thread and what it creates later).
 
-The policy is "everything except": the worker may read and execute the whole filesystem except the
-contents of the `hidden` paths (the benchmark input, the references, the pool of fresh inputs, the
-key that signs records), write only under `writable` (its scratch folder, device files other than /dev/shm),
-and, where the kernel supports it (ABI 4 and 6), open no TCP connection, send no signal and reach
-no abstract unix socket outside its own domain (the ranks of a worker group: see restrict). Landlock also forbids ptrace of processes outside
-the domain, so /proc/<harness>/mem and friends are closed whatever `hidden` says.
+The policy is the sandbox's own allow-list (harness/sandbox.py Policy.readable): the worker may
+read and execute only the folders and files its view shows (the system's, the interpreter's, the
+harness's, the target's code and assets, its candidate's folder, /proc and /dev), list the
+project folders that view shows only in part, write only under `writable` (its scratch folder,
+device files other than /dev/shm), and never read the `hidden` paths (the benchmark input, the
+references, the pool of fresh inputs, the key that signs records), even inside a readable folder.
+Where the kernel supports it (ABI 4 and 6), it opens no TCP connection, sends no signal and reaches
+no abstract unix socket outside its own domain (the ranks of a worker group: see restrict).
+Landlock also forbids ptrace of processes outside the domain, so /proc/<harness>/mem and friends
+are closed whatever the view shows.
 
-Landlock is allow-list based, so "read everything except H" is built by walking down from / : a
-directory that holds nothing hidden is granted whole; one that does is granted listing only and
-descended into, and each entry but the hidden one is granted on its own. Files created later inside a descended directory
+A readable folder that holds a hidden path is granted listing only and descended into, and each
+entry but the hidden one is granted on its own. Files created later inside a descended folder
 are not covered, so they stay unreadable: a safe default.
 
 We use the syscalls through ctypes (three calls and two structs) rather than a package: the
@@ -70,7 +73,7 @@ def _holds(top: str, hidden: set[str]) -> bool:
     return any(h == top or h.startswith(top.rstrip("/") + "/") for h in hidden)
 
 
-def _grants(hidden: set[str], top: str = "/") -> list[tuple[str, bool, int]]:
+def _grants(hidden: set[str], top: str) -> list[tuple[str, bool, int]]:
     """(path, is_dir, access) rules that cover everything under `top` except `hidden` (real paths)."""
     if top in hidden:
         return []
@@ -91,10 +94,13 @@ def _grants(hidden: set[str], top: str = "/") -> list[tuple[str, bool, int]]:
     return out
 
 
-def restrict(hidden: list[str | Path], writable: list[str | Path], group: bool = False) -> int:
+def restrict(readable: list[str | Path], listable: list[str | Path], hidden: list[str | Path],
+             writable: list[str | Path], group: bool = False) -> int:
     """Sandbox this thread and everything it starts from now on. Returns the ABI used.
 
-    hidden: paths the worker may not read (files or folders); writable: folders it may write in.
+    readable: what it may read and execute (files or folders); listable: folders whose entries it
+    may list, no more (Python's importer lists every sys.path folder); hidden: paths it may never
+    read, even inside a readable folder; writable: folders it may write in.
     group: a rank of a worker group (harness/worker_group.py), each under a domain of its own,
     which talk over TCP (gloo, NCCL's bootstrap: on ports the kernel picks, which no rule can
     name), abstract unix sockets (NCCL) and signals: those are left to the sandbox's network and
@@ -114,7 +120,8 @@ def restrict(hidden: list[str | Path], writable: list[str | Path], group: bool =
         raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
         real_hidden = {os.path.realpath(p) for p in hidden}
-        rules = _grants(real_hidden)
+        rules = [rule for top in readable for rule in _grants(real_hidden, os.path.normpath(str(top)))]
+        rules += [(str(p), True, READ_DIR) for p in listable if os.path.isdir(p)]
         for w in writable:
             rules.append((str(w), os.path.isdir(w), READ | WRITE))
         for path, is_dir, access in rules:

@@ -89,7 +89,9 @@ def descendants(pid: int) -> list[int]:
 
 def signal_tree(pid: int, sig: int) -> None:
     """Send sig to pid and every descendant, in rounds until none is new (a fork can race one
-    sweep): used to freeze a worker while another one is timed (SIGSTOP), then to wake it (SIGCONT)."""
+    sweep): used to stop a worker while another one is timed (SIGSTOP), then to wake it (SIGCONT),
+    only where the kernel's freezer cannot be had (harness/cgroup.py): a chain of processes that
+    fork and exit outruns it (tests/cheaters/hops_while_frozen.py: about 40 steps a second here)."""
     done: set[int] = set()
     for _ in range(KILL_ROUNDS):
         new = [p for p in descendants(pid) if p not in done]

@@ -11,8 +11,9 @@ fraction (union of kernel time / the median call time the harness measured), ker
 call, the share of GPU time outside the largest category, and graph breaks when the candidate
 uses torch.compile, and the executed FLOPs against the floor (harness/floor.py). run_experiment
 profiles every keeper in the same worker that timed it.
-The kernel figures are measured inside the candidate's own process, so they inform; they are
-never the metric.
+The kernel figures are measured inside the candidate's own process, so they are its claims: they
+inform, are kept labelled as claims (facts["claims"]), and are never the metric nor, alone, the
+stop rule's (harness/floor.py).
 Exit: 0 written, 1 the candidate crashed or failed the gate, 2 broken setup.
 """
 
@@ -137,18 +138,28 @@ def dominant(cats: dict[str, float]) -> tuple[str, float]:
     return name, pooled[name]
 
 
-def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
-    """The worker's summary joined with what the harness measured itself (the call time)."""
-    wall = facts.get("median_s") or 0.0
+def claimed(summary: dict[str, Any], wall_s: float | None) -> dict[str, Any]:
+    """The figures the stop rule asks of a profile, from the worker's summary: the candidate's
+    claims (its worker measured them, and could forge them), labelled as such wherever they are
+    kept (facts["claims"]["profile"]). busy_fraction: its kernel time over the call time the
+    harness measured; outside_largest: its kernel time outside the largest class."""
     cats = summary["by_category_s"]
     total = sum(cats.values()) or 1.0
     largest, largest_s = dominant(cats)
+    return {"busy_fraction": min(1.0, summary["busy_s"] / wall_s) if wall_s else None,
+            "outside_largest": 1 - largest_s / total, "largest_category": largest,
+            "kernel_time_s": summary["kernel_time_s"], "launches": summary["launches"]}
+
+
+def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """The worker's summary joined with what the harness measured itself (the call time)."""
+    wall = facts.get("median_s") or 0.0
     return {**summary, "preset": facts["preset"], "gpu": facts["gpu"], "torch": facts["torch"],
             "cuda": facts.get("cuda"), "cudnn": facts.get("cudnn"), "candidate": facts["candidate"],
             "input": "a fresh pool input", "info": facts.get("info"), "wall_s": wall,
-            "busy_fraction": min(1.0, summary["busy_s"] / wall) if wall > 0 else None,
-            **{k: facts.get(k) for k in ("executed_flops", "flops", "floor_s", "floor_note", "x_floor")},
-            "outside_largest": 1 - largest_s / total, "largest_category": largest}
+            "executed_flops": (facts.get("claims") or {}).get("executed_flops"),
+            **{k: facts.get(k) for k in ("flops", "floor_s", "floor_note", "x_floor")},
+            **claimed(summary, wall)}
 
 
 def to_markdown(r: dict[str, Any], title: str) -> str:
@@ -163,12 +174,12 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
         f"- input: {r['input']}",
         f"- wall time of one call (the harness's median, unprofiled): {r['wall_s']:.4f} s",
         f"- {u} time in {'kernels' if u == 'GPU' else 'aten ops'}: {r['kernel_time_s']:.4f} s; "
-        f"{u} busy fraction: {r['busy_fraction']:.1%}",
+        f"{u} busy fraction (the worker's own figure: a claim): {r['busy_fraction']:.1%}",
         f"- share of {u} time outside the largest category ({r['largest_category']}): {r['outside_largest']:.1%}",
         f"- {'kernel launches' if u == 'GPU' else 'aten ops'} per forward: {r['launches']}",
     ]
     if r.get("executed_flops") and r.get("flops"):
-        lines.append(f"- FLOPs: {r['executed_flops'] / 1e12:.6g} T executed (counted around one call in the worker), "
+        lines.append(f"- FLOPs: {r['executed_flops'] / 1e12:.6g} T executed (counted around one call in the worker: a claim), "
                      f"{r['flops'] / 1e12:.6g} T nominal (the model's own forward)")
     if r.get("floor_s"):
         lines.append(f"- floor {r['floor_s']:.4g} s ({r['floor_note']}); the call is {r['x_floor']:.2f}x the floor")

@@ -1,6 +1,9 @@
-"""The worker's boundary: the candidate runs in namespaces of its own, made by bubblewrap.
+"""The worker's boundary: the candidate runs in namespaces of its own, made by bubblewrap, with a
+filesystem built from an allow-list.
 
-    argv, fds = sandbox.wrap(["python", "-m", "harness.worker", "3", "4", "5"], view)  # Popen(argv, pass_fds=[3, 4, 5, *fds])
+    policy = worker_process.policy(...)          # a Policy: everything the worker is given
+    print(policy)                                # one printable object
+    argv, fds = sandbox.wrap(["python", "-m", "harness.worker", "3", "4", "5"], policy)
 
 bubblewrap (`bwrap`, a Debian/Ubuntu/Fedora package, the tool Flatpak and Claude Code's own
 sandbox use) starts the worker in new user, PID, network, IPC, UTS and mount namespaces, with
@@ -13,20 +16,26 @@ the harness's. What follows for the candidate:
   exits the kernel kills every process in the namespace, however many it forked.
 - Network: a loopback of its own and nothing else; no TCP, UDP or abstract socket reaches the host.
   A Unix socket at a path would (a read-only mount does not stop a connect), so /run is an empty
-  tmpfs and every socket the host has bound elsewhere is covered by /dev/null. A seccomp filter
-  (harness/seccomp.py) refuses io_uring and foreign system-call ABIs.
-- Mount: the filesystem read-only; the project folders (the repository and the target's folder)
-  replaced by empty ones into which only what the worker needs is put back, read-only: the
-  harness package, the target's adapter package, the goals file, the target's assets minus the
-  hidden ones (inputs, references, pool) and the candidate's own folder. So records/, runs/,
-  results.tsv, .git, profiles and the locks are not there at all. /tmp is a fresh tmpfs of
-  limited size (and /dev a fresh one of bwrap's), its only writable places, gone when it exits:
-  nothing survives into the next experiment.
+  tmpfs and every socket the host has bound inside a folder the view shows is covered by
+  /dev/null. A seccomp filter (harness/seccomp.py) refuses the calls that reach kernel state the
+  namespaces do not separate (keyrings, file handles, watches on host files, page-cache
+  residency, vsock, io_uring, ...).
+- Mount: an allow-list, not the host's `/` minus exceptions. The worker's root is empty (and
+  read-only) but for what `Policy.shown` lists, read-only: the system folders that hold the C
+  library, the compilers and CUDA (/usr, /lib*, /bin, /sbin, the /etc files its libraries read,
+  CUDA's and the driver's folders, the folders of LD_LIBRARY_PATH), the interpreter's prefixes
+  and package folders, the harness, the target's code, goals file and assets minus the hidden
+  ones (inputs, references, pool), and the candidate's own folder; a fresh /proc (its PID
+  namespace's), a fresh /dev with only its GPUs' nodes, /sys read-only without the cgroup tree,
+  and a /tmp of its own (a tmpfs of limited size, its only writable place besides its devices,
+  gone when it exits: nothing survives into the next experiment). So /home, /root, /work, /srv,
+  /mnt, /opt (but an interpreter kept there), /var, records/, results.tsv, .git, a copy of the
+  assets anywhere else, and every host socket outside the shown folders are not there at all.
 - User: uid 0 inside maps to the harness's uid outside, with no capability over anything outside.
 - Devices: the driver's compute nodes (/dev/nvidiactl, the UVM ones) and the device node of each
-  GPU the worker is given (/dev/nvidiaN), not the host's other GPUs' nor the display's: on a host of several, a
-  candidate cannot borrow a second GPU for speed, slow a rival experiment on its GPU, or escape
-  the memory clause's ballast (CUDA lists only the GPUs whose node it can open).
+  GPU the worker is given (/dev/nvidiaN), not the host's other GPUs' nor the display's: on a host
+  of several, a candidate cannot borrow a second GPU for speed, slow a rival experiment on its
+  GPU, or escape the memory clause's ballast (CUDA lists only the GPUs whose node it can open).
 
 A worker group (a preset with "ranks", harness/worker_group.py) lives in one sandbox: the worker
 starts its other ranks itself, before any candidate code exists, so they are in these namespaces
@@ -34,17 +43,21 @@ and under its seccomp filter, each applies the worker's Landlock rules to itself
 with it.
 
 Landlock (harness/landlock.py), applied by the worker itself before any candidate code runs, is
-the second wall inside this one. Another mechanism (nsjail, a container runtime) can replace this
-module: what the session needs is `available()`, `wrap()` and `describe()`.
+the second wall inside this one: its read rules are the same allow-list (`Policy.readable`).
+The kernel's resources (a freezer and a memory bound) are harness/cgroup.py's. Another mechanism
+(nsjail, a container runtime) can replace this module: what the session needs is `available()`,
+`wrap()` and `describe()`.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from harness import seccomp
 
@@ -55,28 +68,111 @@ NOT_INSTALLED = "bubblewrap is not installed (apt-get install bubblewrap)"
 NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
               "--unshare-cgroup-try")
 # The driver's nodes CUDA needs, shared by every GPU; a GPU's own node (/dev/nvidiaN) only where
-# View.gpus names it. Not the display nodes (/dev/dri, /dev/nvidia-modeset: buffers in any GPU's
+# Policy.gpus names it. Not the display nodes (/dev/dri, /dev/nvidia-modeset: buffers in any GPU's
 # memory) nor /dev/nvidia-caps (every MIG slice's: a MIG slice is refused, harness/worker_process.py).
 DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+# The system's folders (where they exist; a merged-/usr system's /lib, /bin, ... are links into /usr).
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# CUDA's and the driver's own folders, where a host keeps them (under /usr on most; their links'
+# targets are shown too, wherever they point).
+CUDA = ("/usr/local/cuda", "/usr/local/cuda-*", "/usr/local/nvidia")
+# What of /etc the worker's libraries read: the dynamic loader's cache and configuration, the
+# compilers' alternatives, the user and host databases (getpwuid: Triton and torch ask for the
+# user's name), the time zone, the OS's name, NCCL's and the GPU libraries' configuration. Not
+# the rest (credentials: shadow, ssh, pip.conf and npmrc with their tokens, the services' setup).
+ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alternatives", "passwd", "group",
+       "nsswitch.conf", "host.conf", "hosts", "gai.conf", "protocols", "services", "localtime", "timezone",
+       "os-release", "debian_version", "lsb-release", "redhat-release", "system-release", "mime.types",
+       "python3*", "nccl.conf", "nvidia", "OpenCL", "vulkan", "glvnd")
+# Never shown, even inside /sys: the cgroup tree (the harness's layout, the rival worker's usage
+# figures, and the files that freeze and bound a worker: read-only, but none of its business).
+SYS_HIDDEN = ("/sys/fs/cgroup",)
+# Of its fresh /proc, covered by /dev/null: the keys and keyrings of the host's users with their
+# serial numbers (the keyring calls are refused, harness/seccomp.py; their names are not its business).
+PROC_COVERED = ("/proc/keys", "/proc/key-users")
 
 
 class Unavailable(Exception):
     """The namespaces cannot be made here: no bwrap, or the kernel refuses user namespaces."""
 
 
-@dataclass
-class View:
-    """What the worker's filesystem shows. `masked` folders (the project's) start empty and read-only;
-    of what was in them (or in the scratch tmpfs), only the `visible` paths come back, read-only,
-    each at the path it was given (its real path is what is bound, so a symlinked harness works);
-    `hidden` paths (real paths) stay out, also inside a visible folder or anywhere else on the host.
-    Of the GPUs, only those whose nodes `gpus` names are there. Everything else is the host's, read-only."""
+@dataclass(frozen=True)
+class Policy:
+    """Everything the worker is given, in one object (`print(policy)` shows it).
 
-    masked: list[Path]
-    visible: list[Path]
-    hidden: list[Path] = field(default_factory=list)
-    chdir: Path | None = None
-    gpus: list[str] = field(default_factory=list)  # the device nodes (/dev/nvidiaN) of the GPUs it may use
+    shown: (where the worker sees it, the host path shown there), read-only; a folder minus what
+      `hidden` or `masked` holds (a folder that holds one is made afresh and its other entries put
+      back one by one). A host path's real path is what is bound, so a symlinked harness works.
+    links: (path, what it points to): a merged-/usr system's /lib -> usr/lib, /etc/localtime.
+    masked: folders (the project's) shown only through the entries `shown` names inside them,
+      never whole through a folder above them.
+    hidden: host real paths never shown (the inputs, references and pool, the signing key).
+    writable: what the worker may write (Landlock): its scratch tmpfs and its devices.
+    env: its whole environment.
+    gpus: the device nodes (/dev/nvidiaN) of the GPUs it may use.
+    """
+
+    shown: tuple[tuple[str, str], ...]
+    links: tuple[tuple[str, str], ...] = ()
+    masked: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    gpus: tuple[str, ...] = ()
+    chdir: str | None = None
+    scratch: str = SCRATCH
+    scratch_bytes: int = SCRATCH_BYTES
+
+    def readable(self) -> list[str]:
+        """Landlock's read rules: the same allow-list, as the worker's paths (and its fresh /proc and /dev)."""
+        return sorted({dest for dest, _ in self.shown} | {"/proc", "/dev"})
+
+    def __str__(self) -> str:
+        lines = ["worker policy:", "  read-only (sandbox path <- host path):"]
+        lines += [f"    {d}" + ("" if d == s else f" <- {s}") for d, s in sorted(self.shown)]
+        lines += ["  links:"] + [f"    {p} -> {t}" for p, t in self.links]
+        lines += ["  shown only through the entries above (project folders):"] + [f"    {m}" for m in self.masked]
+        lines += ["  hidden:"] + [f"    {h}" for h in (*self.hidden, *SYS_HIDDEN)]
+        lines += [f"  covered by /dev/null: {', '.join(PROC_COVERED)}, every host socket a shown folder holds"]
+        lines += [f"  fresh: /proc, /dev (+ {', '.join([*DEVICES, *self.gpus])} where present), "
+                  f"{self.scratch} (tmpfs, {self.scratch_bytes >> 20} MiB), {RUNTIME} (empty)"]
+        lines += ["  writable:"] + [f"    {w}" for w in self.writable]
+        lines += ["  environment:"] + [f"    {k}={v}" for k, v in sorted(self.env.items())]
+        lines += [f"  gpus: {', '.join(self.gpus) or 'none'}", f"  working folder: {self.chdir}"]
+        return "\n".join(lines)
+
+
+def system_view() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(shown, links) of the system this worker needs: SYSTEM, the ETC entries, CUDA's folders and
+    the folders of LD_LIBRARY_PATH, each where it exists; a link is kept as a link, and its target
+    is shown at its own path when no shown folder holds it."""
+    shown: dict[str, str] = {}
+    links: dict[str, str] = {}
+
+    def add(path: str) -> None:
+        if not os.path.lexists(path):
+            return
+        if os.path.islink(path) and os.path.dirname(path) in ("/", "/etc"):
+            links[path] = os.readlink(path)  # /lib -> usr/lib: the same layout inside
+        elif not any(_under(Path(path), Path(s)) for s in shown):
+            shown[path] = path
+        real = os.path.realpath(path)
+        if os.path.exists(real) and not any(_under(Path(real), Path(s)) for s in shown):
+            shown[real] = real
+
+    for path in SYSTEM:
+        add(path)
+    for name in ETC:
+        for path in sorted(glob.glob(os.path.join("/etc", name))):
+            add(path)
+    for pattern in CUDA:
+        for path in sorted(glob.glob(pattern)):
+            add(path)
+    for folder in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if folder.startswith("/") and os.path.isdir(folder):
+            add(os.path.normpath(folder))
+    add("/sys")
+    return sorted(shown.items()), sorted(links.items())
 
 
 def bwrap() -> str | None:
@@ -103,25 +199,27 @@ def describe(landlock_abi: int, ranks: int = 1) -> str:
     inner = f"landlock-abi{landlock_abi}" if landlock_abi > 0 else "no landlock"
     if landlock_abi >= 4 and ranks > 1:
         inner += f" on each of {ranks} ranks (TCP, abstract sockets, signals: left to the namespaces)"
-    walls = f"{inner}" + (" + seccomp (no io_uring, no foreign ABIs)" if seccomp.program() is not None else "")
-    return f"bwrap (user, pid, net, ipc, uts, mount namespaces) + {walls}"
+    walls = inner + (" + seccomp (no keyrings, bpf, perf events, file handles or watches, page-cache queries, "
+                     "vsock, io_uring, foreign ABIs)" if seccomp.program() is not None else "")
+    return f"bwrap (user, pid, net, ipc, uts, mount namespaces; an allow-list view) + {walls}"
 
 
 def _under(path: Path, top: Path) -> bool:
     return path == top or top in path.parents
 
 
-def _put_back(dest: Path, hidden: set[Path]) -> list[str]:
-    """bwrap arguments that bind `dest` (its real path) read-only, minus anything hidden inside it:
-    a folder that holds a hidden path is made afresh and its other entries put back one by one."""
-    real = Path(os.path.realpath(dest))
-    if not real.exists() or any(_under(real, h) for h in hidden):
+def _put_back(dest: Path, source: Path, out: set[Path]) -> list[str]:
+    """bwrap arguments that show `source` (its real path) read-only at `dest`, minus anything in
+    `out` (real paths) inside it: a folder that holds one is made afresh and its other entries put
+    back one by one."""
+    real = Path(os.path.realpath(source))
+    if not real.exists() or any(_under(real, h) for h in out):
         return []
-    if not any(_under(h, real) for h in hidden):
+    if not any(_under(h, real) for h in out):
         return ["--ro-bind-try", str(real), str(dest)]  # -try: a file that vanished since is just absent
     args = ["--dir", str(dest)]
     for entry in sorted(real.iterdir()):
-        args += _put_back(dest / entry.name, hidden)
+        args += _put_back(dest / entry.name, real / entry.name, out)
     return args
 
 
@@ -129,7 +227,7 @@ def host_sockets() -> list[Path]:
     """The Unix sockets bound at a path on this host (/proc/net/unix of the harness's network
     namespace, the host's). A read-only mount does not stop a connect to one, and behind it a
     service (a session bus, a container runtime, an SSH agent) may run commands outside every
-    namespace: the worker's view covers each with /dev/null."""
+    namespace: where a shown folder holds one, the worker's view covers it with /dev/null."""
     try:
         lines = Path("/proc/net/unix").read_text().splitlines()[1:]
     except OSError:
@@ -149,38 +247,40 @@ def _filter_fd() -> int | None:
     return read
 
 
-def wrap(argv: list[str], view: View) -> tuple[list[str], list[int]]:
-    """The command line that runs `argv` in the sandbox, and the descriptors it needs inherited
-    besides the caller's own (which pass through as they are); the caller closes those after the start."""
+def wrap(argv: list[str], policy: Policy) -> tuple[list[str], list[int]]:
+    """The command line that runs `argv` in the sandbox `policy` describes, and the descriptors it
+    needs inherited besides the caller's own (which pass through as they are); the caller closes
+    those after the start."""
     exe = bwrap()
     if exe is None:
         raise Unavailable(NOT_INSTALLED)
-    hidden = {Path(os.path.realpath(h)) for h in view.hidden}
-    args = [exe, *NAMESPACES, "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--as-pid-1",
-            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    hidden = {Path(os.path.realpath(h)) for h in (*policy.hidden, *SYS_HIDDEN)}
+    masked = {Path(os.path.realpath(m)) for m in policy.masked}
+    args = [exe, *NAMESPACES, "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--as-pid-1"]
     fd = _filter_fd()
     if fd is not None:
         args += ["--seccomp", str(fd)]
-    for dev in (*DEVICES, *view.gpus):
+    # The fresh mounts first: what is shown inside them (a project under /tmp) is put back on top.
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for name in PROC_COVERED:
+        args += ["--ro-bind-try", "/dev/null", name]
+    for dev in (*DEVICES, *policy.gpus):
         args += ["--dev-bind-try", dev, dev]
-    args += ["--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH, "--tmpfs", RUNTIME]
-    masked = sorted({Path(os.path.abspath(m)) for m in view.masked}, key=lambda p: len(p.parts))
-    for top in masked:
-        args += ["--tmpfs", str(top)]
-    empty = [*masked, Path(SCRATCH), Path(RUNTIME)]
-    for dest in sorted({Path(os.path.abspath(v)) for v in view.visible}, key=lambda p: len(p.parts)):
-        if any(_under(dest, top) for top in empty) and dest not in empty:
-            args += _put_back(dest, hidden)
-    covered = []
-    for h in sorted(hidden):  # a hidden path elsewhere on the host: covered by an empty one
-        if h.exists() and not any(_under(h, top) for top in empty):
-            args += ["--tmpfs", str(h)] if h.is_dir() else ["--ro-bind", "/dev/null", str(h)]
-            covered += [h] if h.is_dir() else []
-    for sock in host_sockets():
-        if not any(_under(sock, top) for top in empty):
-            args += ["--ro-bind-try", "/dev/null", str(sock)]
-    for top in [*masked, *covered, Path(RUNTIME)]:
-        args += ["--remount-ro", str(top)]
-    if view.chdir is not None:
-        args += ["--chdir", str(view.chdir)]
+    args += ["--size", str(policy.scratch_bytes), "--tmpfs", policy.scratch, "--tmpfs", RUNTIME]
+    shown = sorted({(Path(d), Path(s)) for d, s in policy.shown}, key=lambda p: (len(p[0].parts), p[0]))
+    # What each shown entry leaves out: the hidden paths, and a project folder below it (which
+    # shows only through the entries named inside it).
+    out = {dest: hidden | {m for m in masked if not _under(Path(os.path.realpath(source)), m)} for dest, source in shown}
+    for dest, source in shown:
+        args += _put_back(dest, source, out[dest])
+    for path, target in policy.links:
+        args += ["--symlink", target, path]
+    for sock in host_sockets():  # a socket the view shows: covered, where it is shown
+        for dest, source in shown:
+            real = Path(os.path.realpath(source))
+            if _under(sock, real) and not any(_under(sock, h) for h in out[dest]):
+                args += ["--ro-bind-try", "/dev/null", str(dest / sock.relative_to(real))]
+    args += ["--remount-ro", "/", "--remount-ro", RUNTIME]
+    if policy.chdir is not None:
+        args += ["--chdir", policy.chdir]
     return [*args, "--", *argv], [] if fd is None else [fd]

@@ -13,9 +13,11 @@ depends on the output itself, such as an LLM's greedy token path, has an adapter
 `reference_for_output` and a pool of inputs only: this process then loads the frozen model too,
 its own copy, and computes each call's reference from the input and the output it holds.) The
 candidate runs in a worker process (harness/worker.py) in namespaces of its own
-(harness/sandbox.py: bubblewrap), with Landlock inside as a second wall (harness/landlock.py): it
-cannot see this process or act on it, read those files or the records, write anything that
-outlives it, or reach a network, and everything it starts dies with it. The two share only an
+(harness/sandbox.py: bubblewrap, an allow-list view, a seccomp filter), with Landlock inside as a
+second wall (harness/landlock.py), in a cgroup of its own that the kernel freezes and bounds
+(harness/cgroup.py): it cannot see this process or act on it, read those files or the records,
+write anything that outlives it (a file, a keyring), reach a network, run while its rival is
+timed, or take the host's memory, and everything it starts dies with it. The two share only an
 input buffer and an output buffer (harness/shared.py), passed as file descriptors.
 
 Every call is the same call: the harness poisons the output buffer, starts its clock, and only
@@ -39,7 +41,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,7 +50,7 @@ from typing import Any
 import torch
 
 from harness import _common
-from harness import landlock, process, replies, sandbox, signing, worker_process
+from harness import cgroup, landlock, replies, sandbox, signing, worker_process
 from harness.measuring import Measuring
 from harness.memory_limit import Ballast
 from harness.assets import strict_fp32
@@ -57,6 +59,16 @@ from harness.shared import SharedBuffer
 
 DEFAULT_TIMEOUTS = {"start_s": 600.0, "build_s": 1800.0, "call_s": 600.0}
 _rng = random.SystemRandom()
+_noted: set[str] = set()
+
+
+def _note_once(line: str) -> None:
+    """One line on stderr, once per process (what the worker's walls lack on this machine)."""
+    if line not in _noted:
+        _noted.add(line)
+        print(line, file=sys.stderr, flush=True)
+
+
 def _worse(q: float | None, than: float | None, better: str) -> bool:
     """Is figure q worse than `than` (None: nothing yet)? `better` says which way is better."""
     if q is None or than is None:
@@ -111,6 +123,10 @@ class Session(Measuring):
             raise _common.SetupError("a memory limit (--memory-gb, a preset's memory_gb) needs a GPU")
         self.memory_gb = memory_gb      # the GB the worker finds free on each GPU (harness/memory_limit.py)
         self.ballast: Ballast | None = None
+        # The host memory the worker's cgroup may hold, all its processes together (harness/cgroup.py).
+        gb = self.goals.worker_memory_gb
+        self.worker_memory_bytes = int(gb * cgroup.GB) if gb is not None else cgroup.default_memory_bytes()
+        self.gone: str | None = None    # why the worker was stopped early (a freeze the kernel could not make)
 
     # --- setting up -------------------------------------------------------------------------
 
@@ -153,20 +169,24 @@ class Session(Measuring):
             self.scratch = Path(tempfile.mkdtemp(prefix="auto-optim-worker-"))
             scratch = str(self.scratch)
         self.gpus = worker_process.gpus(self.device, self.ranks, sandboxed=not self.unsandboxed)
+        self.policy = worker_process.policy(self.candidate, self._hidden(), self.gpus, self.goals, scratch, self.ranks)
         worker_cfg = {
             "goals_path": str(_common.goals_path()), "device": self.device, "candidate": str(self.candidate),
             "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(), "ranks": self.ranks,
-            "landlock": {"hidden": [str(p) for p in self._hidden()], "writable": worker_process.writable(scratch, self.gpus.nodes, self.ranks)}
+            "landlock": {"readable": self.policy.readable(), "listable": list(self.policy.masked),
+                         "hidden": list(self.policy.hidden), "writable": list(self.policy.writable)}
             if self.landlock_abi > 0 else None,
         }
         if self.memory_gb is not None:  # all this process will hold is in place before the ballast
             self._load_private()
             self.ballast = Ballast(self.ranks, self.memory_gb).take()
         try:
-            self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], worker_process.environment(self.goals, scratch, self.gpus.uuids),
-                                        None if self.unsandboxed else self._view(), self.timeouts)
+            self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], self.policy, not self.unsandboxed,
+                                        self.timeouts, self.worker_memory_bytes)
         except Failed as e:
             raise _common.SetupError(f"the worker could not start: {e}") from None
+        if self.worker.cgroup_note:
+            _note_once(f"harness: {self.worker.cgroup_note}; {self.worker_label()}")
         if self.memory_gb is None:  # while the worker starts
             self._load_private()
 
@@ -197,9 +217,6 @@ class Session(Measuring):
         """What the worker may never read: the inputs, references and pool, and the key that signs
         records (harness/signing.py)."""
         return [*_common.secret_paths(self.goals), signing.key_dir()]
-
-    def _view(self) -> sandbox.View:
-        return worker_process.view(self.candidate, self._hidden(), self.gpus.nodes)
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_worker()
@@ -237,6 +254,8 @@ class Session(Measuring):
         """Poison the output buffer; start the clock; only then hand over input x and ask for `op`;
         copy the output here: the seconds from the clock's start to holding the output (every call,
         and the boundary's calibration, is timed this way), and the reply."""
+        if self.worker is None:  # stopped early: a freeze the kernel could not make (pause)
+            raise Failed("crash", self.gone or "the worker is gone")
         _poison(self.out.tensor)
         _common.sync(self.device)
         t0 = time.perf_counter()
@@ -301,39 +320,64 @@ class Session(Measuring):
             self.worker.close()
             self.worker = None
 
-    def pause(self) -> None:
-        """Freeze the worker and all it started (while another worker is timed: alternate.py)."""
-        if self.worker is not None:
-            process.signal_tree(self.worker.proc.pid, signal.SIGSTOP)
+    def pause(self) -> str | None:
+        """Freeze the worker and all it started (while another worker is timed: alternate.py): the
+        kernel's cgroup freezer where there is one (harness/cgroup.py), else signals. None once
+        frozen; else why not, the worker stopped (a worker that stays running beside its rival's
+        timed call would be measured against a rival it slows)."""
+        if self.worker is None:
+            return None
+        why = self.worker.freeze()
+        if why is not None:
+            self.gone = why
+            self.stop_worker()
+        return why
 
     def resume(self) -> None:
         if self.worker is not None:
-            process.signal_tree(self.worker.proc.pid, signal.SIGCONT)
+            self.worker.thaw()
+
+    def worker_label(self) -> str:
+        """How the worker is paused and bounded (its cgroup, harness/cgroup.py)."""
+        group = self.worker.cgroup if self.worker is not None else None
+        return (group or cgroup.WorkerCgroup(None, None)).label()
 
     def sandbox_label(self) -> str:
-        return "none (--unsandboxed)" if self.unsandboxed else sandbox.describe(self.landlock_abi, self.ranks)
+        """What the row says of the walls: a person's --unsandboxed run claims none (its cgroup
+        still freezes and bounds it where one could be made)."""
+        if self.unsandboxed:
+            return "none (--unsandboxed)"
+        return f"{sandbox.describe(self.landlock_abi, self.ranks)}; {self.worker_label()}"
 
     def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
         """One profiled call, then the FLOP count (count_flops), each on a fresh input and checked
-        like the others. What the worker reports about itself is the candidate's claim: it
-        informs, and is never the metric."""
+        like the others. What the worker reports about itself is the candidate's claim: its
+        figures are kept as such, in facts["claims"]["profile"] (harness/profile.py claimed); they
+        inform, and are never the metric nor, alone, the stop rule's (harness/floor.py verdict)."""
+        from harness import profile
+
         try:
             _, rep = self._call("profile", ("pool", self._fresh(1)[0]), facts)
             summary = self._checked("profile", replies.profile, rep)
         except (Failed, _common.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while profiling: {e}")
             return None
+        facts.setdefault("claims", {})["profile"] = profile.claimed(summary, facts.get("median_s"))
         return summary if self.count_flops(facts) else None
 
     def count_flops(self, facts: dict[str, Any]) -> bool:
         """The FLOPs the candidate executes in one call (torch's FlopCounterMode around a call in
-        the worker, on a fresh input, checked) into facts["executed_flops"]; False if the call failed."""
+        the worker, on a fresh input, checked): the worker's count, so a claim, kept as
+        facts["claims"]["executed_flops"] (harness/floor.py never takes it above the model's
+        nominal count); False if the call failed."""
         try:
             _, counted = self._call("flops", ("pool", self._fresh(1)[0]), facts)
-            facts["executed_flops"], error = self._checked("flops", replies.flops, counted)
+            count, error = self._checked("flops", replies.flops, counted)
         except (Failed, _common.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while counting FLOPs: {e}")
             return False
+        claims = facts.setdefault("claims", {})
+        claims["executed_flops"] = count
         if error:
-            facts["executed_flops_error"] = error
+            claims["executed_flops_error"] = error
         return True

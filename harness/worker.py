@@ -197,10 +197,8 @@ def load_source(path: str, source: str, build_fn: str):
 def serve(chan: Channel) -> None:
     cfg = chan.recv()
     os.environ["AUTO_OPTIM_GOALS"] = cfg["goals_path"]
-    try:  # under memory pressure the kernel kills the worker first, never the harness (children inherit it)
-        Path("/proc/self/oom_score_adj").write_text("1000")
-    except OSError:
-        pass
+    # Its OOM preference was set before it started, by the shell that started it, where it cannot
+    # be undone from here (harness/cgroup.py entering); so is its cgroup's memory bound.
     # A group's other ranks start first, so that each applies Landlock itself (it grants the
     # process's own /proc entry), while no candidate code exists anywhere (harness/worker_group.py).
     group = worker_group.Group(cfg) if int(cfg.get("ranks", 1)) > 1 else None
@@ -262,7 +260,9 @@ def restrict(cfg: dict[str, Any], group: bool) -> int:
     if not cfg.get("landlock"):
         return 0
     # Its own /proc entry too: the CUDA driver writes there when it starts (seen on an H100).
-    return landlock.restrict(cfg["landlock"]["hidden"], cfg["landlock"]["writable"] + [f"/proc/{os.getpid()}"], group)
+    rules = cfg["landlock"]
+    return landlock.restrict(rules["readable"], rules["listable"], rules["hidden"],
+                             rules["writable"] + [f"/proc/{os.getpid()}"], group)
 
 
 def handler_of(worker: Worker, op: Any):

@@ -4,9 +4,10 @@ The harness starts one worker (harness/worker.py) as for any preset. That worker
 only process that talks to the harness and maps the shared input and output buffers. Before it
 imports torch (so before any candidate code exists), it starts ranks 1..N-1 itself
 (`python -m harness.worker --rank FD`), each on a socket pair of its own and with none of its
-other descriptors: they are its children, in the sandbox's namespaces and under its seccomp
-filter, and each applies the harness's Landlock rules to itself first, as rank 0 does (each
-process must be granted its own /proc entry, which the CUDA driver writes to).
+other descriptors: they are its children, in the sandbox's namespaces, under its seccomp filter
+and in its cgroup (frozen and bounded with it, harness/cgroup.py: the bound is the group's, all
+ranks together), and each applies the harness's Landlock rules to itself first, as rank 0 does
+(each process must be granted its own /proc entry, which the CUDA driver writes to).
 All N join one torch.distributed group (`join`: gloo on CPU, NCCL on GPUs, rank k on cuda:k)
 through a file in the worker's scratch folder: no network beyond the sandbox's own loopback.
 

@@ -1,11 +1,15 @@
-"""A started worker process (harness/worker.py) as the session sees it: what it is given (its
-environment, its view of the files, what it may write) and the request/reply channel with
+"""A started worker process (harness/worker.py) as the session sees it: what it is given (one
+sandbox.Policy: its view of the files, what it may write, its environment, its GPUs), the cgroup
+it runs in (harness/cgroup.py: a freezer and a memory bound), and the request/reply channel with
 timeouts, with a teardown that leaves nothing running. The measuring logic is harness/session.py's.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import _common
-from harness import nvml, replies, sandbox
+from harness import cgroup, nvml, replies, sandbox
 from harness.channel import Channel, ChannelClosed
-from harness.process import Tail, become_subreaper, kill_tree
+from harness.process import Tail, become_subreaper, kill_tree, signal_tree
 
 HARNESS = Path(__file__).resolve().parent
 # What of the harness's environment the worker gets: what its libraries read (and the variables
@@ -41,27 +45,37 @@ class Failed(Exception):
 class WorkerProcess:
     """A started worker: request/reply with timeouts, and a teardown that leaves nothing running."""
 
-    def __init__(self, cfg: dict[str, Any], buffer_fds: list[int], env: dict[str, str], view: sandbox.View | None,
-                 timeouts: dict[str, float]) -> None:
+    def __init__(self, cfg: dict[str, Any], buffer_fds: list[int], policy: sandbox.Policy, sandboxed: bool,
+                 timeouts: dict[str, float], memory_bytes: int | None = None) -> None:
         become_subreaper()
         self.timeouts = timeouts
         parent, child = socket.socketpair()
         fds = [child.fileno(), *buffer_fds]  # the worker moves them to 3, 4, 5 (worker.settle_fds)
         argv = [sys.executable, "-m", "harness.worker", *map(str, fds)]
-        argv, extra = sandbox.wrap(argv, view) if view else (argv, [])
-        self.proc = subprocess.Popen(
-            argv, cwd=HARNESS.parent, env=env, pass_fds=[*fds, *extra], start_new_session=True,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        child.close()
-        for fd in extra:
-            os.close(fd)
+        argv, extra = sandbox.wrap(argv, policy) if sandboxed else (argv, [])
+        self.cgroup, self.cgroup_note = cgroup.make(memory_bytes)
+        try:
+            self.proc = subprocess.Popen(
+                cgroup.entering(self.cgroup, argv), cwd=HARNESS.parent, env=dict(policy.env), pass_fds=[*fds, *extra],
+                start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except BaseException:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            raise
+        finally:
+            child.close()
+            for fd in extra:
+                os.close(fd)
         self.tail = Tail(self.proc.stdout)
         self.chan = Channel(parent)
         self.hung = False  # it let a request time out: it is not listening for "exit"
         try:
             self.chan.send(cfg)
         except ChannelClosed as e:  # it never started: bwrap's own output says why
-            raise Failed("crash", self.death(str(e))) from None
+            why = self.death(str(e))
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            raise Failed("crash", why) from None
         LIVE.add(self.proc.pid)  # only once started: one that failed to start is not spared
 
     def request(self, op: str, timeout: float) -> dict[str, Any]:
@@ -90,8 +104,29 @@ class WorkerProcess:
         signal_nr = -code if code < 0 else code - 128 if code > 128 else 0  # bwrap reports a signal as 128 + n
         how = f"killed by signal {signal_nr}" + (" (out of memory?)" if signal_nr == 9 else "") if signal_nr \
             else f"exited with code {code}"
+        if self.cgroup is not None and self.cgroup.oom_kills():
+            bound = self.cgroup.memory_bytes or 0
+            how = (f"killed by the kernel at its memory bound of {bound / cgroup.GB:.3g} GB (out of memory in its "
+                   f"cgroup; goals.json worker_memory_gb sets the bound)")
         last = " | ".join(self.tail.last(3))
         return f"worker {how}" + (f": {last}" if last else "")
+
+    def freeze(self) -> str | None:
+        """Stop every process of the worker (while another worker is timed: harness/alternate.py):
+        the kernel's freezer where the worker has a cgroup with one, else SIGSTOP to its tree
+        (which a fork-and-exit process can outrun). None once stopped, else why not."""
+        if self.cgroup is not None and self.cgroup.freezer is not None:
+            if self.cgroup.freeze():
+                return None
+            return f"the kernel could not freeze the worker within {cgroup.FREEZE_WAIT_S:.0f} s"
+        signal_tree(self.proc.pid, signal.SIGSTOP)
+        return None
+
+    def thaw(self) -> None:
+        if self.cgroup is not None and self.cgroup.freezer is not None:
+            self.cgroup.thaw()
+        else:
+            signal_tree(self.proc.pid, signal.SIGCONT)
 
     def close(self) -> None:
         try:
@@ -102,6 +137,8 @@ class WorkerProcess:
             pass
         LIVE.discard(self.proc.pid)
         kill_tree(self.proc, spare=LIVE)  # a rival worker beside this one lives on
+        if self.cgroup is not None:
+            self.cgroup.remove()  # and whatever of it is left, however it was re-parented
         self.chan.sock.close()
 
 
@@ -134,19 +171,69 @@ def gpus(device: str, count: int, sandboxed: bool = True) -> Gpus:
     return Gpus(uuids, nodes)
 
 
-def view(candidate: Path, hidden: list[Path], gpu_nodes: list[str]) -> sandbox.View:
-    """The project as the worker sees it: its code (the Python modules and packages at the top of
-    the repository and of the target's folder: the harness, the adapter and what it imports), the
-    goals file, the assets minus the hidden ones, the candidate's folder and the interpreter's
-    paths; none of the records, locks, results or history. Of the host's GPUs, those of gpu_nodes."""
+def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, scratch: str, ranks: int = 1) -> sandbox.Policy:
+    """Everything the worker is given (sandbox.Policy). What it sees, read-only: the system's
+    folders (sandbox.system_view), the interpreter's (interpreter_paths), and of the project its
+    code (the Python modules and packages at the top of the repository and of the target's folder:
+    the harness, the adapter and what it imports), the goals file, the assets minus the hidden ones
+    and the candidate's folder; none of the records, locks, results or history, and nothing else of
+    the host's. What it may write: its scratch folder and its devices. Its environment. Of the
+    host's GPUs, those given."""
     projects = [HARNESS.parent, _common.root()]
     code = [e for top in projects for e in sorted(top.iterdir()) if e.suffix == ".py" or (e / "__init__.py").is_file()]
     home = candidate.parent  # importable, as a script's folder is (a project's: its code above)
     if home.resolve() not in {p.resolve() for p in projects}:
         code.append(home)
-    python = {Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path) if p and os.path.isdir(p)}
-    visible = [HARNESS, _common.goals_path(), _common.assets_dir(), *code, *python]
-    return sandbox.View(masked=projects, visible=visible, hidden=hidden, chdir=HARNESS.parent, gpus=gpu_nodes)
+    env = environment(goals, scratch, gpus_given.uuids)
+    system, links = sandbox.system_view()
+    project = [HARNESS, _common.goals_path(), _common.assets_dir(), *code]
+    shown = {(str(p), str(p)) for p in (*interpreter_paths(projects, env), *extra_tools(env))} | set(system)
+    shown |= {(os.path.abspath(p), os.path.realpath(p)) for p in project if os.path.lexists(p)}
+    return sandbox.Policy(shown=tuple(sorted(shown)), links=tuple(links), masked=tuple(dict.fromkeys(str(p) for p in projects)),
+                          hidden=tuple(str(h) for h in hidden), writable=tuple(writable(scratch, gpus_given.nodes, ranks)),
+                          env=env, gpus=tuple(gpus_given.nodes), chdir=str(HARNESS.parent), scratch=scratch)
+
+
+@functools.lru_cache(maxsize=8)
+def _python_path(pythonpath: str) -> tuple[str, ...]:
+    """sys.path as the worker's interpreter will have it (its prefix's folders, its .pth files'
+    folders, the user's site-packages, PYTHONPATH), asked of a fresh interpreter started from /
+    (no script folder)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update({"PYTHONPATH": pythonpath} if pythonpath else {})
+    out = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"], cwd="/",
+                         env=env, capture_output=True, text=True, timeout=60)
+    return tuple(json.loads(out.stdout)) if out.returncode == 0 else tuple(sys.path)
+
+
+def interpreter_paths(projects: list[Path], env: dict[str, str]) -> list[str]:
+    """The interpreter's folders a worker needs: its prefixes and the folders of its own sys.path,
+    but none that holds a project folder (it would show the project's neighbours: put such a
+    package elsewhere, or in the target's folder), and none inside one (the project's code is
+    shown entry by entry)."""
+    found = {os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+                                           os.path.dirname(os.path.realpath(sys.executable)),
+                                           *_python_path(env.get("PYTHONPATH", "")))
+             if p and os.path.exists(p)}
+    tops = [Path(os.path.realpath(p)) for p in projects]
+    keep = [p for p in found if Path(p) != Path("/") and not any(_inside(Path(p), t) or _inside(t, Path(p)) for t in tops)]
+    return sorted(p for p in keep if not any(q != p and _inside(Path(p), Path(q)) for q in keep))
+
+
+def extra_tools(env: dict[str, str]) -> list[str]:
+    """The folders the worker's environment names for its tools (CUDA's home, Triton's ptxas, a
+    compiler), where they lie outside the system's folders."""
+    out = []
+    for key in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CC", "CXX", "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH",
+                "TRITON_NVDISASM_PATH", "TRITON_LIBCUDA_PATH"):
+        value = env.get(key, "")
+        if value.startswith("/") and os.path.exists(value):
+            out.append(os.path.realpath(value if os.path.isdir(value) else os.path.dirname(value)))
+    return out
+
+
+def _inside(path: Path, top: Path) -> bool:
+    return path == top or top in path.parents
 
 
 def writable(scratch: str, gpu_nodes: list[str], ranks: int = 1) -> list[str]:
@@ -170,3 +257,19 @@ def environment(goals: Any, scratch: str, gpu_uuids: list[str]) -> dict[str, str
     if gpu_uuids:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_uuids)
     return env
+
+
+def main() -> int:
+    """`python -m harness.worker_process [CANDIDATE]`: print the policy a sandboxed worker of this
+    project gets on this machine (its GPUs: the first CUDA device, where there is one)."""
+    from harness import signing
+
+    goals = _common.load_goals()
+    candidate = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else _common.root() / goals["candidate"]
+    device = _common.default_device()
+    print(policy(candidate, [*_common.secret_paths(goals), signing.key_dir()], gpus(device, 1), goals, sandbox.SCRATCH))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

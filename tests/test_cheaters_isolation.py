@@ -49,10 +49,44 @@ def cheater(name: str, where: Path | None = None, **config: str) -> Path:
         return CHEATERS / f"{name}.py"
     assert where is not None
     where.mkdir(parents=True, exist_ok=True)
-    for helper in ("_target.py", "_reach.py"):
-        shutil.copy2(CHEATERS / helper, where / helper)
+    for helper in CHEATERS.glob("_*.py"):
+        shutil.copy2(helper, where / helper.name)
     path = where / f"{name}.py"
     path.write_text(f"import os as _os\n_os.environ.update({config!r})\n" + (CHEATERS / f"{name}.py").read_text())
+    return path
+
+
+BUNDLE = '''"""Several cheaters in one worker (tests/test_cheaters_isolation.py bundle): each one's build in
+turn, then on each call each one's forward; the last one's output is the call's."""
+
+import importlib
+import os as _os
+
+_os.environ.update({config!r})
+_NAMES = {names!r}
+
+
+def build_decoder(model, example):
+    built = [importlib.import_module(n).build_decoder(model, example) for n in _NAMES]
+
+    def forward(x):
+        out = None
+        for fn, _ in built:
+            out = fn(x)
+        return out
+
+    return forward, {{n: info for n, (_, info) in zip(_NAMES, built)}}
+'''
+
+
+def bundle(where: Path, names: list[str], **config: str) -> Path:
+    """One candidate that runs several cheaters in one worker (a worker's start is most of a
+    test's cost), with their helpers beside it and the CHEAT_* variables set in its source."""
+    where.mkdir(parents=True, exist_ok=True)
+    for path in [*CHEATERS.glob("_*.py"), *(CHEATERS / f"{n}.py" for n in names)]:
+        shutil.copy2(path, where / path.name)
+    path = where / "bundle.py"
+    path.write_text(BUNDLE.format(config=config, names=names))
     return path
 
 
@@ -565,17 +599,35 @@ def test_benchmark_input_cannot_be_rebuilt(at_toy: Path) -> None:
 
 # --- beyond the list: the floor from the worker's word; the tool from the worker's own process ----
 
-def test_the_floor_is_not_the_workers_word(ws: Path) -> None:
-    """inflates_flops: during the 'flops' request only, a free 65536^3 matmul on the meta device,
-    which the counter in the worker adds to the count. The floor must not rise above the call."""
-    r = experiment(ws, "inflates_flops", "inflated flops")
+def test_the_workers_figures_stay_claims(ws: Path, tmp_path: Path) -> None:
+    """inflates_flops and forges_profile in one worker, through run_experiment: during the 'flops'
+    request a free 65536^3 matmul on the meta device, which the counter in the worker adds to the
+    count; a 'profile' reply forged to say the device was busy through the whole call, all of it
+    in convolutions. The keeper's record keeps both as the candidate's claims (facts["claims"]),
+    never as facts of its own; the floor does not rise above the call; and the stop rule, with a
+    plateau behind the row and a floor to judge it by, does not say STOP on those claims."""
+    from harness import _common, floor
+
+    r = experiment(ws, bundle(tmp_path / "c", ["inflates_flops", "forges_profile"]), "forged figures")
     no_traceback(r)
-    mine = [row for row in rows(ws) if row["desc"] == "inflated flops"]
+    mine = [row for row in rows(ws) if row["desc"] == "forged figures"]
     assert len(mine) == 1 and mine[0]["status"] == "keep", f"not a keeper, so not counted: {mine} {r.stderr[-1000:]}"
-    facts = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())["facts"]
+    rec = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())
+    facts = rec["facts"]
     floor_s, median = facts.get("floor_s"), facts["median_s"]
     assert floor_s is None or floor_s <= median, \
         f"the floor {floor_s:.4g} s is above the measured median {median:.4g} s ({facts.get('floor_note')})"
+    claims = facts.get("claims") or {}
+    assert claims.get("executed_flops", 0) > 2 * 65536 ** 3 and "executed_flops" not in facts, \
+        f"the worker's FLOP count is not kept as a claim: {({k: facts.get(k) for k in ('claims', 'executed_flops')})}"
+    assert (claims.get("profile") or {}).get("busy_fraction") == 1.0, f"the forged profile is not kept as a claim: {claims}"
+    goals = _common.load_goals()
+    plateau = [{**mine[0], "exp": f"x{i:03d}", "status": "revert"} for i in range(goals["stop_rule"]["plateau_attempts"])]
+    gpu_peak = {"device": "cuda", "peak": {"flops": {"rate": 1e9, "op": "a probe"}, "bytes": {"rate": 1e9, "op": "a copy"}}}
+    stop, why, best = floor.verdict_for_rows(rows(ws) + plateau, goals, mine[0]["preset"], mine[0]["gpu"], gpu_peak,
+                                             _common.load_adapter(goals), ws / "records")
+    assert best == mine[0]["exp"] and not stop, f"the stop rule said STOP on the candidate's claims: {why}"
+    assert any("claims 100.0%" in w for w in why), why
 
 
 def test_the_tool_leaves_no_fingerprint(template: Path, tmp_path: Path) -> None:
@@ -688,7 +740,7 @@ def test_the_sandbox_shows_only_the_workers_gpus(monkeypatch: pytest.MonkeyPatch
     real_glob, real_iterdir = Path.glob, Path.iterdir
     monkeypatch.setattr(Path, "glob", lambda self, pat: iter(host) if self == Path("/dev") else real_glob(self, pat))
     monkeypatch.setattr(Path, "iterdir", lambda self: iter(host) if self == Path("/dev") else real_iterdir(self))
-    argv, fds = sandbox.wrap(["true"], sandbox.View(masked=[], visible=[], gpus=["/dev/nvidia3"]))
+    argv, fds = sandbox.wrap(["true"], sandbox.Policy(shown=(), gpus=("/dev/nvidia3",)))
     for fd in fds:
         os.close(fd)
     bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--dev-bind-try"]

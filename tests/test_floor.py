@@ -22,8 +22,10 @@ PEAK = {"peak": {"flops": {"rate": 750e12, "op": "a conv"}, "bytes": {"rate": 3e
 ADAPTER = SimpleNamespace(flops=lambda shape: 2.0e15, min_bytes=lambda shape: 6.0e9)
 
 
-def annotated(goals: dict, **facts) -> dict:
+def annotated(goals: dict, executed_flops: float | None = None, **facts) -> dict:
     facts = {"median_s": 3.0, **facts}
+    if executed_flops is not None:  # the worker's count: the candidate's claim
+        facts["claims"] = {"executed_flops": executed_flops}
     floor.annotate(facts, goals, ADAPTER, [1], PEAK)
     return facts
 
@@ -52,7 +54,7 @@ def test_verdict_names_every_unmet_condition() -> None:
     assert stop and why == []
     stop, why = floor.verdict(RULE, 3.0, 2.5, 0.97, 0.10, attempts=3, largest="convolution")
     assert not stop and len(why) == 4
-    assert "3 attempts" in why[0] and "busy 97.0%" in why[1] and "10.0% of kernel time is outside convolution" in why[2]
+    assert "3 attempts" in why[0] and "busy 97.0%" in why[1] and "10.0% of kernel time is outside convolution (the candidate's profile claims it)" in why[2]
     assert "1.20x the floor" in why[3]
     stop, why = floor.verdict(RULE, 2.6, None, None, None, attempts=9)
     assert not stop and any("no recorded profile" in w for w in why) and any("no floor" in w for w in why)

@@ -206,3 +206,12 @@ def test_a_worker_that_lets_go_during_the_wait_is_not_a_refusal(fake_gpu, monkey
                         lambda i: (80_000_000_000 - sum(allocated) - (departed if scripted.contexts > 1 else 0), 80_000_000_000))
     with Ballast(1, 24.0):
         assert allocated == [56_000_000_000]
+
+
+@pytest.mark.parametrize("value", [0, -2, "8", True, float("nan"), float("inf")])
+def test_worker_memory_gb_is_a_positive_number(value) -> None:
+    """goals.json "worker_memory_gb": the host memory a worker's cgroup may hold (harness/cgroup.py)."""
+    with pytest.raises(GoalsError, match="worker_memory_gb"):
+        parse({"worker_memory_gb": value}, Path("goals.json"))
+    assert parse({"worker_memory_gb": 12}, Path("goals.json")).worker_memory_gb == 12.0
+    assert parse({}, Path("goals.json")).worker_memory_gb is None

@@ -72,7 +72,8 @@ def test_a_keepers_profile_counts_no_flops_and_the_group_stays_in_step(group_wor
         facts = s.measure()
         assert facts["passed"], facts["reason"]
         assert s.profile(facts) is not None, facts["reason"]
-        assert facts["executed_flops"] is None and "worker group" in facts["executed_flops_error"]
+        claims = facts["claims"]  # what the worker reports of itself: the candidate's claims
+        assert claims["executed_flops"] is None and "worker group" in claims["executed_flops_error"]
         assert s.count_flops(facts) and facts["passed"], facts["reason"]  # the group answers again
         assert len(facts["checked"]) == facts["runs"] + facts["warmup_runs"] + 3
 
@@ -128,11 +129,13 @@ def test_no_rank_can_read_the_reference(group_workspace: Path, unsandboxed: bool
 @pytest.mark.parametrize("unsandboxed", [False, True])
 def test_no_rank_reaches_the_harness(group_workspace: Path, tmp_path: Path, unsandboxed: bool) -> None:
     """tests/cheaters/group_reaches_out.py, on every rank: TCP to a port this process listens on,
-    an abstract unix socket it listens on, SIGCONT to every process it may signal. A group's ranks
-    are left those three by Landlock (gloo and NCCL need them among the ranks), so here the
-    namespaces alone must hold: nothing arrives, and this process (the harness) gets no signal.
-    Unsandboxed (a person's choice) both sockets are reached: the walls are what stop it. (The
-    signal is not sent there: kill(-1) would wake other tests' stopped workers.)"""
+    an abstract unix socket it listens on, a key in the host user's keyring, SIGCONT to every
+    process it may signal. A group's ranks are left the sockets and signals by Landlock (gloo and
+    NCCL need them among the ranks), so here the namespaces must hold, and the seccomp filter every
+    rank inherits must refuse the key: nothing arrives, no key of any rank reaches this process's
+    keyring, and this process (the harness) gets no signal. Unsandboxed (a person's choice) both
+    sockets and the keyring are reached: the walls are what stop it. (The signal is not sent
+    there: kill(-1) would wake other tests' stopped workers.)"""
     import signal
     import socket
     import threading
@@ -174,11 +177,21 @@ def test_no_rank_reaches_the_harness(group_workspace: Path, tmp_path: Path, unsa
     listener.start()
     path = cheater("group_reaches_out", tmp_path / "c", CHEAT_PORT=str(tcp.getsockname()[1]), CHEAT_ABSTRACT=name,
                    CHEAT_SIGNAL="0" if unsandboxed else "1")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_keys", CHEATERS / "_keys.py")  # the keyring calls, from the host's side
+    _keys = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_keys)
+
     try:
         with use(group_workspace), Session(path, PRESET, "cpu", timeout=60, unsandboxed=unsandboxed) as s:
             facts = s.measure()
         time.sleep(0.3)
     finally:
+        keys = [(serial, desc) for serial, desc in _keys.keys_named(f"auto-optim-rank-{name}-")
+                if _keys.search(_keys.USER, desc) > 0]
+        for serial, _ in keys:
+            _keys.invalidate(serial)
         stop.set()
         listener.join(timeout=5)
         signal.signal(signal.SIGCONT, before)
@@ -186,10 +199,11 @@ def test_no_rank_reaches_the_harness(group_workspace: Path, tmp_path: Path, unsa
         abstract.close()
     assert facts["status"] in ("measured", "gate_fail"), facts["reason"]  # it ran: each rank tried
     reached = (facts.get("info") or {}).get("reached")
-    if unsandboxed:  # both ranks reached both: so in the sandbox, both ranks tried
-        assert reached == ["tcp", "abstract"] and heard.count("tcp") == heard.count("abstract") == 2, (reached, heard)
+    if unsandboxed:  # both ranks reached all three: so in the sandbox, both ranks tried
+        assert reached == ["tcp", "abstract", "keyring"] and heard.count("tcp") == heard.count("abstract") == 2, (reached, heard)
+        assert sorted(desc[-1] for _, desc in keys) == ["0", "1"], keys
     else:
-        assert reached == [] and not heard, (reached, heard)
+        assert reached == [] and not heard and not keys, (reached, heard, keys)
         assert not signalled, "a rank's SIGCONT reached the harness"
 
 
