@@ -42,8 +42,11 @@ would-be keeper, judged against --best-median or results.tsv there) and writes a
 signed with the person's key (harness/signing.py; give that machine a copy of the key folder
 through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checkout, for a record
 that key signed only, and checks every field of it (read_record_file, validate_record).
---apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's: Claude
-Code's hook (harness/hooks/guard_frozen.py) refuses them to the agent.
+--apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's (harness/person.py,
+`auto-optim`): the agent runs experiments only through its door (harness/door.py, request.json), and
+Claude Code's hook lets nothing else out of its sandbox (harness/hooks/guard_frozen.py).
+The candidate measured is a private copy of the file, read once without following a link
+(harness/snapshot.py); the records name the file.
 Exit: 0 measured and recorded (baseline, keep, revert, rerun: the candidate passed every check,
 whatever the decision), 1 recorded but the candidate failed (gate_fail, crash, timeout, tampered),
 2 refused (nothing recorded), 130 interrupted (Ctrl-C; nothing recorded for the run in progress).
@@ -68,6 +71,7 @@ from harness import _common  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
+from harness import snapshot  # noqa: E402
 from harness.locks import acquire_lock, device_lock, device_slot  # noqa: E402
 from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
 from harness.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
@@ -97,11 +101,21 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     The candidate is timed in alternation with the code it would replace (harness/alternate.py):
     the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper, when
     --best-median names the figure to beat, or when the keeper's source is nowhere to be found."""
+    named = Path(os.path.abspath(a.candidate)) if a.candidate else _common.root() / goals["candidate"]
+    try:  # the bytes measured: read once, no link followed
+        source = snapshot.read(named, _common.root())
+    except FileNotFoundError:
+        raise Refused(f"candidate file not found: {named}") from None
+    except snapshot.nofollow.NotPlain as e:
+        raise Refused(str(e)) from None
+    with snapshot.copy(named.name, source) as cand:
+        return _measure_copy(a, goals, named, cand)
+
+
+def _measure_copy(a: argparse.Namespace, goals: dict[str, Any], named: Path, cand: Path) -> list[dict[str, Any]]:
+    """measure() on `cand`, the private copy of the candidate file `named` (its records name `named`)."""
     device = a.device or _common.default_device()
     preset = _common.pick_preset(goals, a.preset, device)
-    cand = (a.candidate or _common.root() / goals["candidate"]).resolve()
-    if not cand.is_file():
-        raise Refused(f"candidate file not found: {cand}")
     rows = records.read_rows()
     gpu = _common.env_info(device, goals.presets[preset].ranks)["gpu"]
     frozen = _common.frozen_files()
@@ -122,7 +136,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
         keeper, keeper_dir = keeper_file(current, goals)
     t0 = time.perf_counter()
     try:
-        recs = _measure_files(a, goals, preset, device, fh, keeper, cand, first, (best, current))
+        recs = _measure_files(a, goals, preset, device, fh, keeper, cand, first, (best, current), named)
     finally:
         if keeper_dir is not None:
             shutil.rmtree(keeper_dir, ignore_errors=True)
@@ -160,7 +174,7 @@ def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[
 
 def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, device: str, fh: str,
                    keeper: Path | None, cand: Path, first: bool,
-                   keepers: tuple[Any, Any]) -> list[dict[str, Any]]:
+                   keepers: tuple[Any, Any], named: Path | None = None) -> list[dict[str, Any]]:
     """One record per measured file: [baseline, candidate] on a first run, else [candidate]."""
     from harness.alternate import measure_pair, started  # lazy: --apply and --help need no torch
     from harness.session import Session
@@ -198,7 +212,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
 
     ranks = goals.presets[preset].ranks
     base_desc = BASELINE_DESC + (BASELINE_ON_ONE.format(ranks=ranks) if ranks > 1 else "")
-    recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(cand, a.desc, False)]
+    recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(named or cand, a.desc, False)]
     figure = None if first else a.best_median
     try:
         if keeper is None:
@@ -274,7 +288,8 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--desc", help="what this experiment changes (required unless --apply)")
     p.add_argument("--preset")
@@ -290,7 +305,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-out", type=Path)
     p.add_argument("--best-median", type=float, help="with --measure-only: the best metric to beat")
     p.add_argument("--apply", type=Path, metavar="RECORD.json", help="record a --measure-only result here")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(parser().parse_args(argv))
+
+
+def run(a: argparse.Namespace) -> int:
+    """One experiment, a --measure-only record or an --apply, as parsed (harness/door.py builds its
+    Namespace from request.json, never from a command line)."""
     try:
         goals = _common.load_goals()
         # Measuring alone (a wave member, a cloud run) records nothing: it needs only its GPU.
@@ -339,5 +363,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from harness import person
+
+    person.refuse_agent(parser(), sys.argv[1:], "harness/run_experiment.py")
     sys.exit(_common.run_cli(main, "run_experiment", "nothing recorded for the experiment in progress; "
                                                "the rows recorded before it stay"))
