@@ -217,3 +217,13 @@ def test_a_keeper_through_the_door_is_committed_as_measured_and_never_saw_the_ke
     request(ws, {"run": "verify", "candidate": "optimize.py"})  # the read-only tools run it in the same worker
     r = door(ws, env=DOOR_ENV)
     assert r.returncode == 0 and ": PASS" in r.stdout and secret not in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_the_install_names_the_two_programs():
+    """`pip install -e .` (README, Quickstart) installs the door and the person's program, with every
+    package of the harness."""
+    tomllib = pytest.importorskip("tomllib")
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert conf["project"]["scripts"] == {"auto-optim": "harness.person:main", "auto-optim-agent": "harness.door:main"}
+    packages = {p.parent.relative_to(REPO).as_posix().replace("/", ".") for p in (REPO / "harness").rglob("__init__.py")}
+    assert set(conf["tool"]["setuptools"]["packages"]) == packages
