@@ -12,7 +12,6 @@ project root in the hook's environment.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -61,7 +60,3 @@ def candidate_name(root: Path) -> str:
         return str(goals.get("candidate") or "optimize.py")
     except (OSError, ValueError):
         return "optimize.py"
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
