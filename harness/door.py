@@ -16,7 +16,9 @@ Before it measures it checks, in order:
   - that it runs outside Claude Code's sandbox (runs/ must be writable), from a Python that lies
     outside the project, with the worker's sandbox available (there is no unsandboxed path through it);
   - that no untracked module sits where the harness imports from (the checkout's and the target's
-    folders, on sys.path last: a planted `triton.py` would run here, outside the sandbox);
+    folders, on sys.path last: a planted `triton.py` would run here, outside the sandbox), and no
+    untracked CLAUDE.md, AGENTS.md, .gitattributes, .claude/ ... outside the protected paths
+    (harness/hooks/policy.py stray_configuration);
   - that the files it will read (the candidate or the wave's variants, PROGRESS.md) are plain files.
 Then it consumes the request (moved to runs/requests/<time>.json, so a stale one is never run
 again; a refused one stays to be fixed) and runs it: an experiment (harness/run_experiment.py),
@@ -143,6 +145,14 @@ def check_setting(folder: Path, req: schema.Request, candidate: str) -> None:
     if found:
         raise Refusal(f"{', '.join(found)}: untracked, where the harness could import it in place of a real module; "
                       "delete it (scratch files belong in $TMPDIR) and run the door again")
+    tracked = set(git_plumbing.git(CHECKOUT, "ls-files", "-z").split("\0"))
+    stray = policy.stray_configuration(CHECKOUT, tracked)
+    if stray:
+        raise Refusal(f"{', '.join(stray[:3])}: configuration or instructions git does not track (Claude Code loads a "
+                      "CLAUDE.md beside a file it reads; git applies a .gitattributes); delete it and run the door again")
+    if nofollow.kind(folder, "runs") not in ("dir", "missing"):
+        raise Refusal(f"{_rel(folder)}runs is not a folder: Claude Code's sandbox leaves an empty placeholder there while "
+                      "a sandboxed command of yours runs (in the background?); let it end, then run the door again")
     try:
         nofollow.write_bytes(folder, "runs/requests/.writable", b"", make_folders=True)
         nofollow.unlink(folder, "runs/requests/.writable")

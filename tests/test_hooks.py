@@ -478,9 +478,8 @@ def test_settings_json_denies_every_protected_path_and_requires_the_sandbox():
     assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "records", "AGENTS.md", ".venv", "progress",
             "targets/llm-decode/progress", "integrations", "experiments"} <= set(paths)
     assert "integrations/split_decode.py" in paths  # goals.json's "frozen"
-    assert {".gitignore", ".gitattributes", ".mcp.json", "candidates/CLAUDE.md", "targets/llm-decode/.gitignore",
-            "targets/llm-decode/CLAUDE.md", "targets/llm-decode/.claude", "targets/llm-decode/.git",
-            "targets/llm-decode/candidates/.gitattributes", "pyproject.toml"} <= set(paths)
+    assert {".gitignore", ".gitattributes", ".mcp.json", "targets/llm-decode/.gitignore", "targets/llm-decode/CLAUDE.md",
+            "targets/llm-decode/.claude", "targets/llm-decode/.git", "pyproject.toml"} <= set(paths)
     for name in paths:  # denied by a rule of its own, or of a folder it is in
         above = [name.rsplit("/", k)[0] for k in range(name.count("/") + 1)]
         assert ({f"Edit(/{name})"} | {f"Edit(/{a}/**)" for a in above}) & deny, name

@@ -23,11 +23,11 @@ def test_the_committed_settings_are_the_generated_ones():
 
 
 def test_every_target_folder_is_protected_literally():
-    """The bash sandbox honours only literal paths (glob rules bind nothing on Linux): each target's and
-    each candidates/ folder's configuration names are listed one by one; the globs are for the file tools."""
+    """The bash sandbox honours only literal paths (glob rules bind nothing on Linux): each target's
+    configuration names are listed one by one; the globs are for the file tools."""
     s = policy.settings(REPO)
     deny = s["permissions"]["deny"]
-    for folder in ("", "candidates/", "targets/llm-decode/", "targets/llm-decode/candidates/"):
+    for folder in ("", "targets/llm-decode/"):
         for name in policy.CONFIG_NAMES:
             assert f"Edit(/{folder}{name})" in deny, folder + name
         for name in policy.CONFIG_FOLDERS:
@@ -35,6 +35,20 @@ def test_every_target_folder_is_protected_literally():
     assert {"Edit(**/CLAUDE.md)", "Edit(**/.gitattributes)", "Edit(**/.claude/**)"} <= set(deny)
     assert {"Edit(/targets/llm-decode/goals.json)", "Edit(/targets/llm-decode/records/**)", "Edit(/model/**)"} <= set(deny)
     assert "Edit(request.json)" in s["permissions"]["allow"] and len(deny) == len(set(deny))
+    # no literal rule under a folder that may not exist (Claude Code would make it a read-only folder)
+    assert not [r for r in deny if "/candidates/" in r]
+
+
+def test_stray_configuration_is_found_outside_the_protected_paths(tmp_path: Path):
+    root = tmp_path / "project"
+    for path in ("newdir/CLAUDE.md", "candidates/AGENTS.md", "deep/a/.gitattributes", "x/.claude/rules/r.md",
+                 "targets/t/goals.json", "targets/t/sub/claude.local.md", "harness/CLAUDE.md", "AGENTS.md",
+                 ".pytest_cache/.gitignore", "tracked/CLAUDE.md", "y/.git/config"):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("x")
+    found = policy.stray_configuration(root, {"tracked/CLAUDE.md"})
+    assert found == ["candidates/AGENTS.md", "deep/a/.gitattributes", "newdir/CLAUDE.md", "targets/t/sub/claude.local.md",
+                     "x/.claude", "y/.git"], found  # harness/ and the root's AGENTS.md are protected
 
 
 def test_configuration_names():
@@ -64,7 +78,7 @@ def test_a_scaffolded_target_is_protected_with_no_hand_edit(tmp_path: Path):
     deny = json.loads(after)["permissions"]["deny"]
     for rule in ("Edit(/targets/third/goals.json)", "Edit(/targets/third/records/**)", "Edit(/targets/third/results.tsv)",
                  "Edit(/targets/third/third_model/**)", "Edit(/targets/third/.gitignore)",
-                 "Edit(/targets/third/CLAUDE.md)", "Edit(/targets/third/candidates/.gitattributes)",
+                 "Edit(/targets/third/CLAUDE.md)", "Edit(/targets/third/.gitattributes)",
                  "Read(/targets/third/assets/**)"):
         assert rule in deny, rule
     hook = subprocess.run([sys.executable, str(project / "harness" / "hooks" / "guard_frozen.py")],

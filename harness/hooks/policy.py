@@ -8,11 +8,13 @@ edit; tests/test_policy.py checks that the committed file is exactly what this m
 How Claude Code 2.1.330 applies the rules on Linux (measured: /work/notes/claude_facts.md, d): a
 deny rule on a literal path makes the Bash sandbox (bubblewrap) mount it read-only, existing or not
 (a missing folder becomes an empty read-only one), and refuses the file tools; a rule with a glob
-(`**/CLAUDE.md`) refuses the file tools only. So every protected path is listed literally, for every
-target folder, and the glob rules are added for the file tools; a folder the agent makes during a
-session can hold a CLAUDE.md or .gitattributes the bash sandbox lets it write: the harness ignores
-them (git plumbing with filters off: harness/hooks/git_plumbing.py) and Claude Code reads a
-CLAUDE.md only where its session starts and above.
+(`**/CLAUDE.md`) refuses the file tools only, and a literal rule under a folder that does not exist
+makes that whole folder read-only. So every protected path is listed literally for every target
+folder, and the glob rules are added for the file tools; a folder the agent makes during a session
+can still hold a CLAUDE.md or .gitattributes its bash sandbox lets it write (Claude Code loads a
+nested CLAUDE.md into the context when a file beside it is read). The harness ignores them (git
+plumbing with filters off: harness/hooks/git_plumbing.py), and the agent's door refuses to run
+while one that git does not track lies outside the protected paths (stray_configuration).
 
 Standard library only: the hooks import it.
 """
@@ -20,6 +22,7 @@ Standard library only: the hooks import it.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +38,13 @@ PROJECT_FILES = ("harness", ".claude", ".git", "AGENTS.md", "CLAUDE.md", "CLAUDE
 # protected_paths) and writes.
 TARGET_FILES = ("goals.json", "assets", "results.tsv", "leaderboard.md", "records", "runs", "profiles", "quality",
                 "progress")
-# In every folder the agent's files live in (each target folder and its candidates/): what git,
-# Claude Code or an MCP client would read as configuration or instructions.
+# In each target folder: what git, Claude Code or an MCP client would read as configuration or
+# instructions (the guard refuses the file tools these names in any folder).
 CONFIG_NAMES = (".gitignore", ".gitattributes", ".mcp.json", "CLAUDE.md", "AGENTS.md", "CLAUDE.local.md")
 CONFIG_FOLDERS = (".claude", ".git")
+# Of those, what acts from any folder (Claude Code's instructions, git's attributes, a repository):
+# not .gitignore, which the harness never consults and tools such as pytest write in their caches.
+ACTIVE_ANYWHERE = tuple(n for n in (*CONFIG_NAMES, *CONFIG_FOLDERS) if n != ".gitignore")
 # Folders among the names above (a deny rule covers what is below them: `Edit(/runs/**)`).
 FOLDERS = {"harness", ".claude", ".git", ".venv", "venv", "scripts", "tests", ".ci", "integrations", "experiments",
            "assets", "records", "runs", "profiles", "quality", "progress"}
@@ -82,18 +88,34 @@ def _prefix(root: Path, folder: Path) -> str:
 
 def protected_paths(root: Path) -> list[str]:
     """Every path, relative to the project root, that the agent may not write: PROJECT_FILES, then per
-    target TARGET_FILES, its adapter package and "frozen" code, and CONFIG_NAMES / CONFIG_FOLDERS in
-    it and in its candidates/."""
+    target TARGET_FILES, its adapter package and "frozen" code, and CONFIG_NAMES / CONFIG_FOLDERS."""
     out = list(PROJECT_FILES)
     for folder in target_folders(root):
         prefix = _prefix(root, folder)
         goals = _goals(folder)
         adapter = [str(goals["adapter"]).split(".")[0]] if "adapter" in goals else []
         frozen = goals["frozen"] if isinstance(goals.get("frozen"), list) else []  # code the adapter runs
-        out += [prefix + str(name).rstrip("/") for name in (*TARGET_FILES, *adapter, *frozen)]
-        for where in (prefix, f"{prefix}{CANDIDATES_DIR}/"):
-            out += [where + name for name in (*CONFIG_NAMES, *CONFIG_FOLDERS)]
+        out += [prefix + str(name).rstrip("/") for name in (*TARGET_FILES, *adapter, *frozen, *CONFIG_NAMES,
+                                                             *CONFIG_FOLDERS)]
     return list(dict.fromkeys(out))
+
+
+def stray_configuration(root: Path, tracked: set[str]) -> list[str]:
+    """ACTIVE_ANYWHERE names under `root` that git does not track (`tracked`: paths from the root)
+    and no protected path covers: written by the agent in a folder of its own."""
+    protected = set(protected_paths(root))
+    active = {n.casefold() for n in ACTIVE_ANYWHERE}
+    found = []
+    for folder, dirs, files in os.walk(root):
+        rel = Path(folder).relative_to(root).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+        dirs[:] = [d for d in dirs if prefix + d not in protected]  # the agent cannot write there
+        for name in (*dirs, *files):
+            path = prefix + name
+            if name.casefold() in active and path not in protected and path not in tracked:
+                found.append(path)
+        dirs[:] = [d for d in dirs if d.casefold() not in active]
+    return sorted(found)
 
 
 def secret_paths(root: Path) -> list[str]:
