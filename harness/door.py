@@ -9,17 +9,18 @@ agent writes beside goals.json (harness/request.py has the schema), for example
 
 Whom it serves: the checkout its own code lives in (this file's folder's parent), never the current
 directory, AUTO_OPTIM_GOALS or any other variable: its root or a targets/<name>/ folder of it whose
-goals.json is committed and unchanged. Each refusal is one line on stderr, exit 2, nothing measured.
-Before it measures it checks, in order:
+goals.json is committed and unchanged. Each refusal is one line on stderr, exit 2, nothing measured
+(cheap checks first: a refusal imports no torch). Before it measures it checks, in order:
+  - no argument, and a Python that lies outside the project (harness/interpreter.py);
   - exactly one request.json beside one of those goals.json, read without following a link
     (harness/hooks/nofollow.py), at most 64 KiB, valid under the schema;
-  - that it runs outside Claude Code's sandbox (runs/ must be writable), from a Python that lies
-    outside the project, with the worker's sandbox available (there is no unsandboxed path through it);
+  - that the files it will read (the candidate or the wave's variants, PROGRESS.md) are plain files;
   - that no untracked module sits where the harness imports from (the checkout's and the target's
     folders, on sys.path last: a planted `triton.py` would run here, outside the sandbox), and no
     untracked CLAUDE.md, AGENTS.md, .gitattributes, .claude/ ... outside the protected paths
     (harness/hooks/policy.py stray_configuration);
-  - that the files it will read (the candidate or the wave's variants, PROGRESS.md) are plain files.
+  - that it runs outside Claude Code's sandbox (runs/ must be a folder it can write), with the
+    worker's sandbox available (there is no unsandboxed path through it).
 Then it consumes the request (moved to runs/requests/<time>.json, so a stale one is never run
 again; a refused one stays to be fixed) and runs it: an experiment (harness/run_experiment.py),
 a wave (harness/wave.py), verify / bench / profile on a private copy of the file
@@ -120,13 +121,12 @@ def planted(folder: Path) -> list[str]:
     last: a module missing from site-packages would be taken from there)."""
     rel = _rel(folder)
     tracked = {Path(p).name for p in git_plumbing.git(CHECKOUT, "ls-tree", "--name-only", "HEAD", "--", rel or ".").split("\n")}
-    known = {Path(p).name for p in policy.protected_paths(CHECKOUT)} | {policy.CANDIDATES_DIR, "__pycache__"}
+    known = set(policy.protected_paths(CHECKOUT)) | {rel + policy.CANDIDATES_DIR, rel + "__pycache__"}
     out = []
     for name in nofollow.listdir(CHECKOUT, rel.rstrip("/") or "."):
-        module, _, rest = name.partition(".")
         kind = nofollow.kind(CHECKOUT, rel + name)
-        importable = module.isidentifier() and (kind == "dir" or any(name.endswith(s) for s in IMPORTABLE))
-        if importable and name not in tracked and name not in known:
+        importable = name.partition(".")[0].isidentifier() and (kind == "dir" or name.endswith(IMPORTABLE))
+        if importable and name not in tracked and rel + name not in known:
             out.append(rel + name)
     return out
 
