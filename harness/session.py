@@ -48,7 +48,7 @@ from typing import Any
 import torch
 
 from harness import _common
-from harness import landlock, process, replies, sandbox, signing, worker_process
+from harness import landlock, process, replies, sandbox, signing, snapshot, worker_process
 from harness.measuring import Measuring
 from harness.memory_limit import Ballast
 from harness.assets import strict_fp32
@@ -84,7 +84,10 @@ class Session(Measuring):
         self.candidate = Path(os.path.abspath(candidate)) if candidate else _common.root() / self.goals["candidate"]
         if not self.candidate.is_file():
             raise _common.SetupError(f"candidate file not found: {self.candidate}")
-        self.source = self.candidate.read_bytes()
+        try:  # the agent's file, read once without following a link (harness/snapshot.py)
+            self.source = snapshot.read(self.candidate, _common.root())
+        except snapshot.nofollow.NotPlain as e:
+            raise _common.SetupError(str(e)) from None
         self.unsandboxed = unsandboxed
         self.timeouts = {**DEFAULT_TIMEOUTS, **self.goals.get("timeouts", {})}
         if timeout is not None:

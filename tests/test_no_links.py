@@ -77,3 +77,13 @@ def test_progress_md_swapped_for_a_link_while_recording(ws: Path, secret: Path):
     assert secret.read_bytes() == before and (ws / "PROGRESS.md").is_symlink()
     assert before.hex() not in out and not any(before in p.read_bytes() for p in ws.rglob("*") if p.is_file()
                                                and not p.is_symlink() and ".git" not in p.parts)
+
+
+def test_the_persons_tools_read_no_link_either(ws: Path, secret: Path):  # noqa: F811
+    """verify, bench and profile (harness/session.py) read the candidate without following a link too:
+    refused before any worker starts."""
+    from harness import _common, verify
+
+    linked(ws / "optimize.py", secret)
+    with use(ws), pytest.raises(_common.SetupError, match="optimize.py: it is a link"):
+        verify.check(device="cpu")
