@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "harness" / "hoo
 from _hooklib import protected_paths  # noqa: E402
 from model_server import ModelServer, last_user_text, tool_results  # noqa: E402
 from scratch_repo import install_entry_points, make_scratch_repo, run, write_settings  # noqa: E402
+from door_attack import UTF7_RULE  # noqa: E402
 from session import PINNED, cli_version, find_cli, run_claude  # noqa: E402
 
 CLI = find_cli()
@@ -506,6 +507,13 @@ def door_scratch(tmp_path, toy) -> dict:
     key.write_bytes(os.urandom(32))
     installed = install_entry_points(root, tmp_path / "bin")
     env = {**env, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"}
+    # What issue 40's agent left in a checkout, committed: optimize.py re-encoded as UTF-7 by git, records/
+    # ignored. A keep through the door must still commit the measured bytes, and its record.
+    (root / ".gitattributes").write_text(UTF7_RULE)
+    with open(root / ".gitignore", "a") as f:
+        f.write("records/\n")
+    for cmd in (["git", "add", ".gitattributes", ".gitignore"], ["git", "commit", "-qm", "left by an earlier session"]):
+        assert run(cmd, root, env).returncode == 0, cmd
     (tmp_path / "config.json").write_text(json.dumps(CONFIG_WRITES))
     frozen = {p: sha(p) for p in sorted((root / "harness").rglob("*.py")) + sorted((root / "toymodel").rglob("*.py"))
               + [root / "goals.json", root / ".claude" / "settings.json", root / ".gitignore", root / "split.py"]}
@@ -607,9 +615,9 @@ def test_the_agents_door_has_nothing_to_parse(door_scratch):
             lambda: [(r["status"], r["desc"] == DESC) for r in rows()[:2]])
     c.judge("the keep's candidate_sha is the bytes measured", True,
             lambda: hashlib.sha256(measured).hexdigest().startswith(keep()["candidate_sha"]) and b"+AAo-" in measured)
-    c.judge("the keeper commit holds those bytes (no .gitattributes, no filter)", True,
+    c.judge("the keeper commit holds those bytes (a UTF-7 .gitattributes committed)", True,
             lambda: git("cat-file", "blob", f"{keep()['commit']}:optimize.py").encode() == measured)
-    c.judge("the record is committed", True,
+    c.judge("the record is committed (records/ in .gitignore)", True,
             lambda: f"records/{keep()['exp']}.json" in git("ls-tree", "-r", "--name-only", "HEAD", "records").split())
     c.judge("the wave's member, if it ran, measured the plain bytes", True,
             lambda: all(hashlib.sha256(measured).hexdigest().startswith(r["candidate_sha"]) for r in rows()[2:]))
