@@ -546,7 +546,11 @@ def test_the_agents_door_has_nothing_to_parse(door_scratch):
         say("Done with the edit."),                                                  # Stop: refused, nothing recorded
         write_request(root, {"run": "experiment", "desc": DESC, "no_profile": True}) + door
         + bash("rm -r candidates/.gitattributes candidates/CLAUDE.md candidates/.claude notes")
-        + bash(DOOR, unsandboxed=True, timeout_ms=600000),
+        # from a folder of the agent's (Claude Code keeps a Bash call's cd for the next): the door serves its
+        # checkout. Back at the root, the agent deletes the .claude/.cc-writes/ Claude Code makes in a cwd it
+        # runs in (the door would refuse it; Claude Code's deny rule on **/.claude/** refuses an `rm` of it)
+        + bash("cd candidates") + bash(DOOR, unsandboxed=True, timeout_ms=600000)
+        + bash(f"cd {root} && python3 -c \"import shutil; shutil.rmtree('candidates/.claude', ignore_errors=True)\""),
         # a wave of candidates/b.py while the shell swaps it for a link to the key, and links over optimize.py
         # and PROGRESS.md, in the background (one sandboxed call that lasts the whole run)
         write_request(root, {"run": "wave", "candidates": ["candidates/b.py"], "desc": "e2e: b.py flips",
@@ -555,7 +559,7 @@ def test_the_agents_door_has_nothing_to_parse(door_scratch):
                                       "run_in_background": True}}]
         + bash("sleep 1") + bash(DOOR, unsandboxed=True, timeout_ms=600000)
         + call("Write", file_path=str(stop_flip), content="stop\n")
-        + bash("sleep 1 && rm -f candidates/b.py candidates/key.py"),  # no variant left unmeasured for the stop gate
+        + bash(f"sleep 1 && rm -f {root}/candidates/b.py {root}/candidates/key.py"),  # no variant left unmeasured
         say("Done."),                                                                # Stop: let through
     ]
     first_request = 5
@@ -593,8 +597,8 @@ def test_the_agents_door_has_nothing_to_parse(door_scratch):
     c.judge("an experiment while configuration the agent wrote lies untracked", "door",
             lambda: refused_by(results_of(server, "main", experiment_turn)[1]))
     c.judge("an experiment through the door", "ran",
-            lambda: "ran" if not results_of(server, "main", experiment_turn)[-1]["is_error"] else
-            results_of(server, "main", experiment_turn)[-1]["text"][-600:])
+            lambda: "ran" if not results_of(server, "main", experiment_turn)[-2]["is_error"] else
+            results_of(server, "main", experiment_turn)[-2]["text"][-600:])
     c.judge("a wave whose b.py becomes a link once the door took it", "harness",
             lambda: refused_by(results_of(server, "main", experiment_turn + 1)[3]))
 
