@@ -554,10 +554,10 @@ def test_the_agents_door_has_nothing_to_parse(door_scratch):
         # a wave of candidates/b.py while the shell swaps it for a link to the key, and links over optimize.py
         # and PROGRESS.md, in the background (one sandboxed call that lasts the whole run)
         write_request(root, {"run": "wave", "candidates": ["candidates/b.py"], "desc": "e2e: b.py flips",
-                             "no_profile": True})
+                             "no_profile": True}) + bash("cp optimize.py candidates/b.py")
         + [{"tool": "Bash", "input": {"command": f"{attack} flip {root} {key} {stop_flip}", "description": "flip",
                                       "run_in_background": True}}]
-        + bash("sleep 1") + bash(DOOR, unsandboxed=True, timeout_ms=600000)
+        + bash(f"{attack} wait {root} {root / 'candidates' / 'flip.json'}") + bash(DOOR, unsandboxed=True, timeout_ms=600000)
         + call("Write", file_path=str(stop_flip), content="stop\n")
         + bash(f"sleep 1 && rm -f {root}/candidates/b.py {root}/candidates/key.py"),  # no variant left unmeasured
         say("Done."),                                                                # Stop: let through
@@ -600,7 +600,7 @@ def test_the_agents_door_has_nothing_to_parse(door_scratch):
             lambda: "ran" if not results_of(server, "main", experiment_turn)[-2]["is_error"] else
             results_of(server, "main", experiment_turn)[-2]["text"][-600:])
     c.judge("a wave whose b.py becomes a link once the door took it", "harness",
-            lambda: refused_by(results_of(server, "main", experiment_turn + 1)[3]))
+            lambda: refused_by(results_of(server, "main", experiment_turn + 1)[4]))
 
     # The keep: exactly the bytes measured, committed with its record, after this machine's one baseline.
     measured = thief(key, root).encode()
@@ -638,7 +638,7 @@ def test_the_agents_door_has_nothing_to_parse(door_scratch):
         else {}
     for rel in ("optimize.py", "PROGRESS.md"):
         c.judge(f"swaps over {rel} during the runs", ["EBUSY"], lambda rel=rel: sorted(flips.get(f"link over {rel}", {})))
-    c.judge("b.py became a link during the wave", {"b.py plain": {"done": 1}, "b.py -> key": {"done": 1}},
+    c.judge("b.py became a link during the wave", {"b.py -> key": {"done": 1}},
             lambda: {k: v for k, v in flips.items() if k.startswith("b.py")})
     c.judge("what the agent may not write, unchanged", [], lambda: [str(p) for p, digest in t["frozen"].items()
                                                                      if not p.exists() or sha(p) != digest])

@@ -15,11 +15,13 @@ decides what happens. Each result is "done" or the errno name that stopped it.
       Plant SITE_DIR/sitecustomize.py (a venv's site-packages in the project), which logs every
       interpreter start of that venv to MARKER: from outside the sandbox, where it can write there.
   door_attack.py flip ROOT KEY STOP_FILE
-      Run in the background while the door runs, until STOP_FILE exists (at most 120 s): keep
-      candidates/b.py a plain candidate until the door has taken its request (a new file in
-      runs/requests/: it has checked b.py by then), then swap in a link to the key for good; all
-      along, try to swap a link over optimize.py and PROGRESS.md. Writes what happened to
-      candidates/flip.json after every round.
+      Run in the background while the door runs, until STOP_FILE exists (at most 120 s): once the
+      door has taken its request (a new file in runs/requests/: it has checked candidates/b.py by
+      then), swap a link to the key in for candidates/b.py, for good; all along, try to swap a link
+      over optimize.py and PROGRESS.md. Writes what happened to candidates/flip.json after every
+      round (the first one says it is under way).
+  door_attack.py wait ROOT FILE
+      Return once FILE exists (at most 60 s).
 """
 
 import errno
@@ -77,7 +79,6 @@ def plant(root: str, key: str, config_json: str) -> dict:
 
 def flip(root: str, key: str, stop: str) -> dict:
     os.chdir(root)
-    plain = open("optimize.py").read()  # a variant that runs: the candidate as it stands
     taken = set(os.listdir("runs/requests")) if os.path.isdir("runs/requests") else set()
     counts: dict[str, dict[str, int]] = {}
 
@@ -85,7 +86,6 @@ def flip(root: str, key: str, stop: str) -> dict:
         counts.setdefault(what, {}).setdefault(result, 0)
         counts[what][result] += 1
 
-    note("b.py plain", attempt(lambda: write("candidates/b.py", plain)))
     deadline = time.time() + 120
     while not os.path.exists(stop) and time.time() < deadline:
         if "b.py -> key" not in counts and os.path.isdir("runs/requests") and set(os.listdir("runs/requests")) - taken:
@@ -105,13 +105,21 @@ def sitecustomize(site: str, marker: str) -> dict:
     return {"sitecustomize": attempt(lambda: write(os.path.join(site, "sitecustomize.py"), code))}
 
 
+def wait(root: str, path: str) -> dict:
+    deadline = time.time() + 60
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.05)
+    return {path: os.path.exists(path)}
+
+
 def link(root: str, key: str, rel: str) -> dict:
     os.chdir(root)
     return {f"{rel} made": attempt(lambda: os.symlink(key, rel))}
 
 
 if __name__ == "__main__":
-    verbs = {"plant": plant, "link": link, "flip": flip, "sitecustomize": lambda root, site, marker: sitecustomize(site, marker)}
+    verbs = {"plant": plant, "link": link, "flip": flip, "wait": wait,
+             "sitecustomize": lambda root, site, marker: sitecustomize(site, marker)}
     verb, *args = sys.argv[1:]
     if verb not in verbs:
         sys.exit(f"door_attack.py: unknown verb {verb!r}; one of {', '.join(verbs)}")
