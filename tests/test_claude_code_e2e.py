@@ -403,9 +403,6 @@ def test_the_agent_cannot_fake_the_record(trust_scratch):
     assert [refused_by(r) for r in results_of(server, "main", 1)] == ["deny rule"] * (len(writes) + 3)
     person = results_of(server, "main", 2)
     assert [refused_by(r) for r in person] == ["hook"] * len(person_only)
-    planted, door = results_of(server, "main", 3)
-    assert not planted["is_error"] and json.loads(planted["text"].strip().splitlines()[-1]) == {"sitecustomize": "done"}
-    assert refused_by(door) == "hook", door  # before the planted interpreter could start
     tool_refusals = [refused_by(r) for r in results_of(server, "main", 4)]
     assert tool_refusals == ["deny rule"] * len(tools) + ["hook"], results_of(server, "main", 4)
     sub_person = answer_to(server, "sub", 1)
@@ -423,9 +420,14 @@ def test_the_agent_cannot_fake_the_record(trust_scratch):
     changed = [str(p) for p, digest in t["protected"].items() if not p.exists() or sha(p) != digest]
     assert changed == [], changed
     assert not (root / "runs" / "forged.json").exists() and not (root / ".venv" / "lib" / "python3").exists()
+    assert run_git_log(root, t["env"]) == ["scratch start"]  # nothing committed
+    # The venv in the project under a name no rule denies: the shell could plant code in it; the exact
+    # door command, which bash finds there first on PATH, must be refused before that interpreter starts.
+    planted, door = results_of(server, "main", 3)
+    assert not planted["is_error"] and json.loads(planted["text"].strip().splitlines()[-1]) == {"sitecustomize": "done"}
     log = t["marker"].read_text() if t["marker"].exists() else ""
     assert "hooks/" not in log and "harness/" not in log and DOOR not in log, log  # nothing started a planted venv
-    assert run_git_log(root, t["env"]) == ["scratch start"]  # nothing committed
+    assert refused_by(door) == "hook", door
 
 
 def run_git_log(root: Path, env: dict) -> list[str]:
