@@ -486,7 +486,7 @@ DESC = "e2e: through the door #x --rebaseline {a,--unsandboxed} [+-][a-]* $(id) 
 
 def thief(key: Path, root: Path) -> str:
     """optimize.py that tries to read the signing key and leave it where the agent can read it, and holds
-    a comment a UTF-7 .gitattributes would turn into a line of code; else the scratch candidate."""
+    a comment a UTF-7 .gitattributes would turn into a line of code; otherwise the scratch candidate."""
     return (f'"""The toy with a shorter sleep, and a thief."""\nimport sys\n\ntry:\n'
             f'    STOLEN = open({str(key)!r}, "rb").read()\nexcept OSError as e:\n    STOLEN = None\n'
             f'    print("thief: key not read:", e.strerror, file=sys.stderr)\n'
@@ -573,12 +573,15 @@ def test_the_agents_door_has_nothing_to_parse(door_scratch):
 
     c = Cases()
     c.judge("request.json a link to the key", "door", lambda: refused_by(answer_to(server, "main", 1)))
-    planted = json.loads(results_of(server, "main", 2)[0]["text"].strip().splitlines()[-1])
+    try:  # what door_attack.py plant reports, one JSON line
+        planted = json.loads(results_of(server, "main", 2)[0]["text"].strip().splitlines()[-1])
+    except (ValueError, IndexError, AssertionError):
+        planted = {}
     for rel in ROOT_CONFIG + ["link over optimize.py", "link over PROGRESS.md"]:
         c.judge(f"shell writes {rel}", "OS sandbox",
-                lambda rel=rel: "OS sandbox" if planted[rel] in ("EROFS", "EBUSY", "EEXIST", "EACCES") else planted[rel])
+                lambda rel=rel: "OS sandbox" if planted.get(rel) in ("EROFS", "EBUSY", "EEXIST", "EACCES") else planted.get(rel))
     for rel in STRAY_CONFIG:  # refused below, by the door, while it lies there
-        c.judge(f"shell writes {rel}", "done", lambda rel=rel: planted[rel])
+        c.judge(f"shell writes {rel}", "done", lambda rel=rel: planted.get(rel))
     for rel, result in zip(CONFIG_WRITES, results_of(server, "main", 3)):
         # Claude Code checks its deny rules (`Edit(**/CLAUDE.md)`...) before it runs the hook; the
         # guard refuses the same names (policy.config_name), for a rule a later CLI would skip
