@@ -23,8 +23,8 @@ goals.json is committed and unchanged. Each refusal is one line on stderr, exit 
     worker's sandbox available (there is no unsandboxed path through it).
 Then it consumes the request (moved to runs/requests/<time>.json, so a stale one is never run
 again; a refused one stays to be fixed) and runs it: an experiment (harness/run_experiment.py),
-a wave (harness/wave.py), verify / bench / profile on a private copy of the file
-(harness/snapshot.py; a variant's profile goes to profiles/candidates-NAME.md), or the stop rule's
+a wave (harness/wave.py), verify / bench / profile (the file read without following a link; a
+variant's profile goes to profiles/candidates-NAME.md), or the stop rule's
 verdict (harness/floor.py --verdict). The person's powers are not in the schema: harness/person.py.
 Exit: the tool's own (run_experiment: 0 recorded, 1 the candidate failed, 2 refused).
 """
@@ -178,7 +178,7 @@ def consume(folder: Path, raw: bytes) -> str:
 
 def run(folder: Path, req: schema.Request, candidate: str) -> int:
     """The request, handed to the tool that does it (never a command line built from its text)."""
-    from harness import _common, snapshot
+    from harness import _common
 
     preset = [f"--preset={req.preset}"] if req.preset else []
     if req.run in ("experiment", "wave"):
@@ -194,14 +194,12 @@ def run(folder: Path, req: schema.Request, candidate: str) -> int:
         return floor.main(["--verdict", *preset])
     from harness import bench, profile, verify
 
-    source = snapshot.read(folder / req.candidate, folder)
-    with snapshot.copy(Path(req.candidate).name, source) as copy:
-        args = [f"--candidate={copy}", *preset]
-        if req.run == "profile":
-            out = Path(candidate).stem if req.candidate == candidate else f"candidates-{Path(req.candidate).stem}"
-            args += [f"--out={folder / 'profiles' / out}.md", f"--title={req.candidate}"]
-        tool = {"verify": verify, "bench": bench, "profile": profile}[req.run]
-        return _common.run_cli(lambda: tool.main(args), NAME)
+    args = [f"--candidate={folder / req.candidate}", *preset]  # read without following a link (harness/session.py)
+    if req.run == "profile":
+        out = Path(candidate).stem if req.candidate == candidate else f"candidates-{Path(req.candidate).stem}"
+        args += [f"--out={folder / 'profiles' / out}.md", f"--title={req.candidate}"]
+    tool = {"verify": verify, "bench": bench, "profile": profile}[req.run]
+    return _common.run_cli(lambda: tool.main(args), NAME)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,8 +45,8 @@ that key signed only, and checks every field of it (read_record_file, validate_r
 --apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's (harness/person.py,
 `auto-optim`): the agent runs experiments only through its door (harness/door.py, request.json), and
 Claude Code's hook lets nothing else out of its sandbox (harness/hooks/guard_frozen.py).
-The candidate measured is a private copy of the file, read once without following a link
-(harness/snapshot.py); the records name the file.
+The candidate is read without following a link (harness/snapshot.py), and the worker imports the
+bytes the harness read.
 Exit: 0 measured and recorded (baseline, keep, revert, rerun: the candidate passed every check,
 whatever the decision), 1 recorded but the candidate failed (gate_fail, crash, timeout, tampered),
 2 refused (nothing recorded), 130 interrupted (Ctrl-C; nothing recorded for the run in progress).
@@ -101,19 +101,13 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     The candidate is timed in alternation with the code it would replace (harness/alternate.py):
     the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper, when
     --best-median names the figure to beat, or when the keeper's source is nowhere to be found."""
-    named = Path(os.path.abspath(a.candidate)) if a.candidate else _common.root() / goals["candidate"]
-    try:  # the bytes measured: read once, no link followed
-        source = snapshot.read(named, _common.root())
+    cand = Path(os.path.abspath(a.candidate)) if a.candidate else _common.root() / goals["candidate"]
+    try:  # no link followed (harness/snapshot.py); the session reads it so too, and sends the worker its bytes
+        source = snapshot.read(cand, _common.root())
     except FileNotFoundError:
-        raise Refused(f"candidate file not found: {named}") from None
+        raise Refused(f"candidate file not found: {cand}") from None
     except snapshot.nofollow.NotPlain as e:
         raise Refused(str(e)) from None
-    with snapshot.copy(named.name, source) as cand:
-        return _measure_copy(a, goals, named, cand)
-
-
-def _measure_copy(a: argparse.Namespace, goals: dict[str, Any], named: Path, cand: Path) -> list[dict[str, Any]]:
-    """measure() on `cand`, the private copy of the candidate file `named` (its records name `named`)."""
     device = a.device or _common.default_device()
     preset = _common.pick_preset(goals, a.preset, device)
     rows = records.read_rows()
@@ -130,16 +124,20 @@ def _measure_copy(a: argparse.Namespace, goals: dict[str, Any], named: Path, can
     keeper_dir = None
     if first:
         keeper = BASELINE
-    elif a.best_median is not None or rerun_of(_common.sha256_bytes(cand.read_bytes())[:16], best, current):
+    elif a.best_median is not None or rerun_of(_common.sha256_bytes(source)[:16], best, current):
         keeper = None
     else:
         keeper, keeper_dir = keeper_file(current, goals)
     t0 = time.perf_counter()
     try:
-        recs = _measure_files(a, goals, preset, device, fh, keeper, cand, first, (best, current), named)
+        recs = _measure_files(a, goals, preset, device, fh, keeper, cand, first, (best, current))
     finally:
         if keeper_dir is not None:
             shutil.rmtree(keeper_dir, ignore_errors=True)
+    if any(r["candidate_file"] == str(cand) and r.get("source") not in (None, source.decode(errors="replace"))
+           for r in recs):
+        raise Refused(f"{cand.name} changed while it was being measured (read twice, two versions). Nothing "
+                      "recorded; run it again and leave the file alone until it finishes.")
     after = _common.frozen_files()
     if after != frozen:
         changed = sorted(k for k in set(frozen) | set(after) if frozen.get(k) != after.get(k))
@@ -174,7 +172,7 @@ def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[
 
 def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, device: str, fh: str,
                    keeper: Path | None, cand: Path, first: bool,
-                   keepers: tuple[Any, Any], named: Path | None = None) -> list[dict[str, Any]]:
+                   keepers: tuple[Any, Any]) -> list[dict[str, Any]]:
     """One record per measured file: [baseline, candidate] on a first run, else [candidate]."""
     from harness.alternate import measure_pair, started  # lazy: --apply and --help need no torch
     from harness.session import Session
@@ -212,7 +210,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
 
     ranks = goals.presets[preset].ranks
     base_desc = BASELINE_DESC + (BASELINE_ON_ONE.format(ranks=ranks) if ranks > 1 else "")
-    recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(named or cand, a.desc, False)]
+    recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(cand, a.desc, False)]
     figure = None if first else a.best_median
     try:
         if keeper is None:
