@@ -176,13 +176,13 @@ def test_anything_else_stays_in_the_sandbox(project, command):
     assert "`auto-optim-agent`" in r.stderr and "dangerouslyDisableSandbox: true" in r.stderr  # the way to measure
 
 
-def test_every_other_command_stays_in_the_sandbox():
+def test_every_other_command_stays_in_the_sandbox(project):
     guard = guard_module()
     for command in UNSANDBOXED_REFUSED:
         with pytest.raises(guard.Blocked, match="only these exact commands run"):
-            guard.check_bash({"command": command, "dangerouslyDisableSandbox": True})
+            guard.check_bash({"command": command, "dangerouslyDisableSandbox": True}, project)
     for command in guard.UNSANDBOXED:
-        guard.check_bash({"command": command, "dangerouslyDisableSandbox": True})
+        guard.check_bash({"command": command, "dangerouslyDisableSandbox": True}, project)
 
 
 def test_an_odd_payload_stays_in_the_sandbox(project):
@@ -192,9 +192,38 @@ def test_an_odd_payload_stays_in_the_sandbox(project):
     for flag in (True, "true", 1, "false", "no", [], {}):
         for command in (None, ["auto-optim-agent"], 7, "auto-optim-agent --apply x", {"command": "auto-optim-agent"}):
             with pytest.raises(guard.Blocked):
-                guard.check_bash({"command": command, "dangerouslyDisableSandbox": flag})
+                guard.check_bash({"command": command, "dangerouslyDisableSandbox": flag}, project)
     r = run_hook("guard_frozen.py", bash(project, ["auto-optim-agent"], unsandboxed="yes"), project)
     assert r.returncode == 2 and r.stderr.startswith("guard_frozen: blocked."), r.stderr
+
+
+def venv_in(folder: Path) -> Path:
+    """A virtual environment's layout in `folder`: bin/python3 linked to this interpreter, and a door
+    script whose first line names it, as `pip install -e .` writes it."""
+    (folder / "bin").mkdir(parents=True)
+    (folder / "bin" / "python3").symlink_to(Path(sys.base_prefix) / "bin" / Path(sys.executable).resolve().name)
+    door = folder / "bin" / "auto-optim-agent"
+    door.write_text(f"#!{folder / 'bin' / 'python3'}\nimport sys\nfrom harness.door import main\nsys.exit(main())\n")
+    door.chmod(0o755)
+    return folder / "bin"
+
+
+def test_the_door_is_let_out_only_from_a_path_the_agent_cannot_write(project, tmp_path_factory):
+    """A bare name is looked up in PATH: an environment in the project (the agent rewrites its
+    scripts from the sandbox), an empty or relative PATH entry (the cwd, which the agent picks), or a
+    door whose interpreter lies in the project would run the agent's code with the person's rights."""
+    system = os.environ["PATH"]
+    inside = venv_in(project / "env")
+    outside = venv_in(tmp_path_factory.mktemp("venvs") / "auto-optim")
+    for path, says in ((f"{inside}{os.pathsep}{system}", "inside the project"), (f"{os.pathsep}{system}", "empty entry"),
+                       (f"bin{os.pathsep}{system}", "relative to the shell's folder")):
+        r = run_hook("guard_frozen.py", bash(project, "auto-optim-agent"), project, env={"PATH": path})
+        assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert run_hook("guard_frozen.py", bash(project, "auto-optim-agent"), project,
+                    env={"PATH": f"{outside}{os.pathsep}{system}"}).returncode == 0
+    (outside / "auto-optim-agent").write_text(f"#!{inside / 'python3'}\n")  # outside, but run by the project's python
+    r = run_hook("guard_frozen.py", bash(project, "auto-optim-agent"), project, env={"PATH": f"{outside}{os.pathsep}{system}"})
+    assert r.returncode == 2 and "inside the project" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("command", ["echo x > goals.json", "sed -i s/a/b/ model/vae.py", "cat harness/verify.py",

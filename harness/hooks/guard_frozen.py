@@ -26,8 +26,11 @@ What is left to this hook:
 A bare `auto-optim-agent` is looked up by bash in the person's PATH (functions and aliases first):
 safe because a Bash call cannot change a later call's environment (each starts from Claude Code's
 snapshot of the person's shell, under ~/.claude, read-only in the sandbox; measured with 2.1.330,
-tests/test_claude_code_e2e.py) and nothing but these strings runs unsandboxed. The person keeps
-PATH free of folders the agent can write (README, Set up).
+tests/test_claude_code_e2e.py) and nothing but these strings runs unsandboxed, as long as PATH holds
+no folder the agent can write. So before letting one out, the hook checks the PATH Claude Code
+runs with (path_problem: no empty or relative entry, none inside the project) and that the program
+found there, and the interpreter its first line names, lie outside the project (a virtual
+environment made in the project is the agent's to rewrite).
 
 Claude Code runs it as `/usr/bin/python3 -I ...` (settings.json): an absolute interpreter, in
 isolated mode, so nothing on PATH or in the project is imported into the hook itself.
@@ -38,6 +41,7 @@ shows Claude the reason).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -61,13 +65,44 @@ class Blocked(Exception):
     pass
 
 
-def check_bash(tool_input: dict) -> None:
+def inside(path: str, root: Path) -> bool:
+    return any(Path(p).is_relative_to(r) for p in (os.path.abspath(path), os.path.realpath(path))
+               for r in (root, Path(os.path.realpath(root))))
+
+
+def path_problem(program: str, root: Path) -> str | None:
+    """Why bash might not find the person's `program` (see the module docstring), or None."""
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isabs(entry):
+            return f"PATH holds {entry or 'an empty entry'!r}, relative to the shell's folder, which the agent chooses"
+        if inside(entry, root):
+            return f"PATH holds {entry}, inside the project, where the agent can write"
+    found = shutil.which(program)
+    if found is None:
+        return None  # bash finds nothing either: the call fails, nothing runs
+    try:
+        with open(found, "rb") as f:
+            first = f.readline(300)
+    except OSError:
+        first = b""
+    interpreter = first[2:].split()[0].decode(errors="replace") if first.startswith(b"#!") and first[2:].split() else ""
+    for what in (found, interpreter):
+        if what and inside(what, root):
+            return f"{program} runs {what}, inside the project, where the agent can write"
+    return None
+
+
+def check_bash(tool_input: dict, root: Path) -> None:
     if tool_input.get("dangerouslyDisableSandbox") in (None, False):
         return  # inside the sandbox: the OS walls it off
     command = tool_input.get("command")
     if command not in UNSANDBOXED:
         raise Blocked(f"outside the sandbox only these exact commands run: {FORMS} (nothing added, not even a "
                       f"space), not {str(command)[:120]!r}.")
+    why = path_problem(command.split()[0], root)
+    if why:
+        raise Blocked(f"{why}: a person makes the environment outside the project (README, Quickstart) and starts "
+                      "claude from it.")
 
 
 def check_edit(target: str, subagent: bool, cwd: Path, root: Path) -> None:
@@ -93,7 +128,7 @@ def main() -> int:
         if tool not in LOOP_TOOLS:
             raise Blocked(f"{tool} is not a tool this loop uses (harness/hooks/guard_frozen.py LOOP_TOOLS).")
         if tool == "Bash":
-            check_bash(tool_input)
+            check_bash(tool_input, root)
         elif tool in EDIT_TOOLS:
             check_edit(str(tool_input.get(EDIT_TOOLS[tool]) or ""), subagent, cwd, root)
     except Blocked as e:
