@@ -153,15 +153,20 @@ def _run_tool(verb: str, rest: list[str]) -> int:
     if why:
         print(f"auto-optim: refused: {why}", file=sys.stderr)
         return 2
+    if verb == "apply":  # asked before torch is imported: a person answers at once
+        pa = argparse.ArgumentParser(prog="auto-optim apply", description="record a signed record file")
+        pa.add_argument("record", type=Path)
+        record = pa.parse_args(rest).record
+        if not confirm(["apply"]):
+            print("auto-optim apply: not confirmed; nothing done", file=sys.stderr)
+            return 2
     from harness import _common
 
     module = importlib.import_module(f"harness.{TOOLS[verb]}")
     if verb in ("run", "measure", "apply"):
         if verb == "apply":
-            pa = argparse.ArgumentParser(prog="auto-optim apply", description="record a signed record file")
-            pa.add_argument("record", type=Path)
             a = module.parser().parse_args([])
-            a.apply = pa.parse_args(rest).record
+            a.apply = record
         else:
             a = module.parser().parse_args(rest)
             if a.apply or (verb == "run" and (a.measure_only or a.record_out or a.best_median is not None)):
@@ -169,7 +174,7 @@ def _run_tool(verb: str, rest: list[str]) -> int:
                       "--record-out REC.json ...`", file=sys.stderr)
                 return 2
             a.measure_only = a.measure_only or verb == "measure"
-        if not confirm(powers(a)):
+        if verb != "apply" and not confirm(powers(a)):
             print(f"auto-optim {verb}: not confirmed; nothing done", file=sys.stderr)
             return 2
         return _common.run_cli(lambda: module.run(a), "auto-optim", "nothing recorded for the run in progress")

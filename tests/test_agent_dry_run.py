@@ -91,8 +91,8 @@ def test_one_loop_turn_as_the_agent(agent_repo):
     r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input={
         "command": "auto-optim-agent", "dangerouslyDisableSandbox": True}, tool_use_id="toolu_3"), root, env)
     assert r.returncode == 0, r.stderr
-    r = sh([sys.executable, str(root / "harness" / "door.py")], root / "candidates" if (root / "candidates").is_dir()
-           else root, env)  # any cwd: the door serves the checkout it lives in
+    (root / "candidates").mkdir(exist_ok=True)
+    r = sh([sys.executable, str(root / "harness" / "door.py")], root / "candidates", env)  # the door ignores its cwd
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
     rows = (root / "results.tsv").read_text().strip().splitlines()
     assert len(rows) == 3 and "baseline" in rows[1] and "dry run: annotate info" in rows[-1]  # header, baseline, it

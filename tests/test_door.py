@@ -84,12 +84,11 @@ def test_the_door_serves_its_own_checkout_not_the_cwd_or_the_goals_variable(ws: 
     assert f"no request.json in {ws}" in refusal(door(ws, cwd=fake, env=env))
     request(ws, {"run": "floor", "preset": "fake"})
     assert "one of goals.json's presets (full, tiny)" in refusal(door(ws, cwd=fake, env=env))  # the checkout's goals
-    request(ws, {"run": "floor", "preset": "tiny"})
-    r = door(ws, cwd=ws / "candidates" if (ws / "candidates").is_dir() else fake, env=env)
-    assert r.returncode == 0 and "stop rule on" in r.stdout, r.stdout + r.stderr
-    assert not (ws / "request.json").exists() and list((ws / "runs" / "requests").glob("*.json"))  # consumed
+    (ws / "optimize.py").unlink()
+    request(ws, {"run": "experiment", "desc": "x"})
+    assert "optimize.py not found" in refusal(door(ws, cwd=fake, env=env))  # the checkout's candidate, not the fake's
     assert fake_request.read_text() == json.dumps({"run": "floor", "preset": "fake"}) and not (fake / "runs").exists()
-    assert "no request.json" in refusal(door(ws))  # a consumed request never runs again
+    # (a real run from another folder: tests/test_agent_dry_run.py runs the door from candidates/)
 
 
 @pytest.mark.parametrize("link", ["request.json", "optimize.py", "candidates", "PROGRESS.md"])
