@@ -43,12 +43,13 @@ def test_stray_configuration_is_found_outside_the_protected_paths(tmp_path: Path
     root = tmp_path / "project"
     for path in ("newdir/CLAUDE.md", "candidates/AGENTS.md", "deep/a/.gitattributes", "x/.claude/rules/r.md",
                  "targets/t/goals.json", "targets/t/sub/claude.local.md", "harness/CLAUDE.md", "AGENTS.md",
-                 ".pytest_cache/.gitignore", "tracked/CLAUDE.md", "y/.git/config"):
+                 ".pytest_cache/.gitignore", "tracked/CLAUDE.md", "y/.git/config", "z/.claude/.cc-writes/f"):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text("x")
+    (root / "cwd" / ".claude" / ".cc-writes").mkdir(parents=True)  # Claude Code's own, in a folder a call ran in
     found = policy.stray_configuration(root, {"tracked/CLAUDE.md"})
     assert found == ["candidates/AGENTS.md", "deep/a/.gitattributes", "newdir/CLAUDE.md", "targets/t/sub/claude.local.md",
-                     "x/.claude", "y/.git"], found  # harness/ and the root's AGENTS.md are protected
+                     "x/.claude", "y/.git", "z/.claude"], found  # harness/ and the root's AGENTS.md are protected
 
 
 def test_configuration_names():

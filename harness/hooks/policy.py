@@ -112,10 +112,23 @@ def stray_configuration(root: Path, tracked: set[str]) -> list[str]:
         dirs[:] = [d for d in dirs if prefix + d not in protected]  # the agent cannot write there
         for name in (*dirs, *files):
             path = prefix + name
-            if name.casefold() in active and path not in protected and path not in tracked:
+            if name.casefold() in active and path not in protected and path not in tracked \
+                    and not _claude_codes_own(Path(folder) / name):
                 found.append(path)
         dirs[:] = [d for d in dirs if d.casefold() not in active]
     return sorted(found)
+
+
+def _claude_codes_own(path: Path) -> bool:
+    """A .claude/ holding nothing but an empty .cc-writes/: what Claude Code 2.1.330 leaves in a folder
+    a Bash call ran in (the e2e helper's measurement). It holds nothing to load."""
+    try:
+        if path.is_symlink() or os.listdir(path) != [".cc-writes"]:
+            return False
+        inner = path / ".cc-writes"
+        return not inner.is_symlink() and inner.is_dir() and not os.listdir(inner)
+    except OSError:
+        return False
 
 
 def secret_paths(root: Path) -> list[str]:
