@@ -24,6 +24,7 @@ import torch
 
 from harness import adapter as adapter_contract, goals as goals_module
 from harness.goals import GOALS_ENV, Goals  # noqa: F401 - GOALS_ENV: the tests' and tools' name for it
+from harness.interpreter import untrusted_python  # noqa: F401 - named here too, where every tool finds it
 
 REPO = Path(__file__).resolve().parent.parent
 _HERE = Path(__file__).resolve().parent
@@ -80,21 +81,6 @@ def load_adapter(goals: dict[str, Any]) -> ModuleType:
         raise SetupError(f"adapter {name} ({module.__file__}) lacks {plural(len(missing), 'function')} the harness "
                          f"calls: " + "; ".join(missing))
     return module
-
-
-def untrusted_python(prefix: str, executable: str, paths: list[str], projects: list[Path]) -> str | None:
-    """Why this interpreter may not run the harness, or None: it, its environment (sys.prefix) or a
-    site-packages it imports from lies inside a project folder, where the agent's sandboxed shell
-    could write code that the harness, run outside that sandbox, would execute (a .pth file, a
-    sitecustomize.py, a replaced bin/python). Paths as given, not resolved: a venv's bin/python is
-    a symlink to a system interpreter, and the venv is what counts."""
-    packages = [p for p in paths if p and Path(p).name in ("site-packages", "dist-packages")]
-    for project in projects:
-        for what, path in (("environment", prefix), ("interpreter", executable), *(("site-packages", p) for p in packages)):
-            if Path(os.path.abspath(path)).is_relative_to(project):
-                return (f"the Python {what} {path} is inside the project {project}, where the agent can write; "
-                        "make the virtual environment outside it (README, Quickstart: python3 -m venv ~/.venvs/auto-optim)")
-    return None
 
 
 def _refuse_untrusted_python() -> None:

@@ -86,7 +86,8 @@ def human(f: dict[str, Any]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path)
@@ -94,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, help=f"timed runs (at least {_common.MIN_RUNS}; default: the preset's)")
     p.add_argument("--baseline", action="store_true", help="also time fp32 and bf16 eager in this run")
     p.add_argument("--unsandboxed", action="store_true", help="run the candidate without a sandbox")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     if a.runs is not None and a.runs < _common.MIN_RUNS:
         print(f"bench: --runs must be at least {_common.MIN_RUNS}", file=sys.stderr)
         return 2
@@ -113,4 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from harness import person
+
+    person.refuse_agent(parser(), sys.argv[1:], "harness/bench.py")
     sys.exit(main())

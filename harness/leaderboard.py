@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import _common
+from harness.hooks import nofollow
 from harness.goals import as_goals
 from harness.records import (KEEPERS, _cell, baseline_row, leaderboard_path, metric_value, progress_path, read_rows,
                              sort_key)
@@ -76,11 +77,15 @@ def write_leaderboard(rows: list[dict[str, str]] | None = None, path: Path | Non
 
 
 def append_progress(line: str, path: Path | None = None) -> None:
-    """Add one line under '## Log' (the last section); create the journal skeleton if absent."""
+    """Add one line under '## Log' (the last section); create the journal skeleton if absent.
+    The journal is the agent's: read and replaced without following a link (NotPlain for one)."""
     path = path or progress_path()
-    text = path.read_text() if path.is_file() else PROGRESS_SKELETON
+    try:
+        text = nofollow.read_text(path.parent, path.name, nofollow.JOURNAL_CAP)
+    except FileNotFoundError:
+        text = PROGRESS_SKELETON
     if "## Log" not in text:
         text = text.rstrip("\n") + "\n\n## Log\n\n"
     if not text.endswith("\n"):
         text += "\n"
-    _common.atomic_write(path, text + "- " + _cell(line) + "\n")
+    nofollow.write_bytes(path.parent, path.name, text + "- " + _cell(line) + "\n")

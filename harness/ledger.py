@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,24 +24,26 @@ from harness import floor, keep_rule, leaderboard
 from harness import records
 from harness.record_file import validate_record
 from harness.goals import Goals
+from harness.hooks import git_plumbing, nofollow
+from harness.hooks.git_plumbing import CommitFailed
 from harness.records import Refused
 from harness.replies import markdown
 
 
-def check_committed(repo: Any, goals: Goals) -> None:
+def check_committed(repo: Path | None, goals: Goals) -> None:
     """A revert restores the candidate from git and every row names a commit, so the target's files
     (goals file, candidate, adapter package, the code goals.json's "frozen" names) must be
-    committed: refused up front, in one line, not a GitCommandError after the baseline row."""
+    committed: refused up front, in one line, not a git error after the baseline row."""
     if repo is None:
         return
-    top = Path(repo.working_tree_dir).resolve()
+    top = repo
     here = _common.root()
     files = [_common.goals_path(), here / goals["candidate"], here / goals["adapter"].split(".")[0],
              *(here / p for p in goals.frozen)]
     rel = [os.path.relpath(p, top) for p in files if p.exists() or p.is_symlink()]
-    committed = repo.git.ls_tree("-r", "--name-only", "HEAD", "--", *rel).splitlines() if repo.head.is_valid() else []
+    committed = list(git_plumbing.tree_entries(top, git_plumbing.head(top), rel))
     missing = [r for r in rel if not any(c == r or c.startswith(r + "/") for c in committed)]
-    missing += repo.git.ls_files("--others", "--exclude-standard", "--", *rel).splitlines()
+    missing += git_plumbing.git(top, "ls-files", "--others", "--exclude-standard", "--", *rel).splitlines()
     if missing:
         raise Refused(f"{', '.join(dict.fromkeys(missing))} not committed: a revert restores {goals['candidate']} from "
                       f"git and each row names a commit; commit the target first (git add {os.path.relpath(_common.root(), top)} "
@@ -56,57 +59,65 @@ def check_frozen(base: dict[str, str] | None, fh: str) -> None:
             f"to start a new baseline.")
 
 
-def git_repo() -> Any:
+def git_repo() -> Path | None:
+    """The working tree that holds the target's folder (harness/hooks/git_plumbing.py), None
+    without git (a GPU machine): its rows say "nogit"."""
+    return git_plumbing.top(_common.root()) if shutil.which("git") else None
+
+
+def _commit(repo: Path, files: dict[Path, bytes], message: str) -> str:
+    """Commit exactly these bytes (git plumbing, filters off: what was measured or written, whatever
+    .gitattributes or .gitignore say); the commit that holds them, 10 digits. CommitFailed else."""
+    rel = {os.path.relpath(p, repo): data for p, data in files.items()}
+    new = git_plumbing.commit(repo, rel, message)
+    # Nothing new to commit: the row names the commit that made these files what they are.
+    return (new or git_plumbing.last_commit_of(repo, sorted(rel)) or "-")[:10]
+
+
+def _head(repo: Path | None) -> str:
+    head = git_plumbing.head(repo) if repo is not None else None
+    return head[:10] if head else "nogit"
+
+
+def _target(goals: dict[str, Any]) -> tuple[Path, str]:
+    """The candidate file, as the target's folder and its name there (never resolved: a link is refused)."""
+    return _common.root(), str(goals["candidate"])
+
+
+def _read_target(goals: dict[str, Any]) -> str | None:
+    """The candidate file's text, read without following a link; None when it is not there."""
+    root, rel = _target(goals)
     try:
-        import git  # lazy: the GPU machine has no GitPython
-    except ImportError:
+        return nofollow.read_text(root, rel)
+    except FileNotFoundError:
         return None
-    try:
-        return git.Repo(_common.root(), search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return None
-
-
-def _commit(repo: Any, paths: list[Path], message: str) -> str:
-    top = Path(repo.working_tree_dir).resolve()
-    rel = [str(p.resolve().relative_to(top)) for p in paths if p.exists()]
-    repo.git.add("--", *rel)
-    ident = []
-    if not repo.git.config("user.email", with_exceptions=False):
-        ident = ["-c", "user.name=auto-optim", "-c", "user.email=auto-optim@localhost"]
-    if repo.head.is_valid() and not repo.git.diff("HEAD", "--cached", "--", *rel):
-        # Nothing new to commit: the row names the commit that made these files what they are.
-        return (repo.git.log("-1", "--format=%H", "--", *rel) or repo.head.commit.hexsha)[:10]
-    repo.git.execute(["git", *ident, "commit", "-q", "-m", message, "--", *rel])
-    return repo.head.commit.hexsha[:10]
-
-
-def _head(repo: Any) -> str:
-    return repo.head.commit.hexsha[:10] if repo is not None and repo.head.is_valid() else "nogit"
 
 
 def _saved_best(preset: str) -> Path:
     return _common.root() / "runs" / f"best_{preset}.py"
 
 
-def restore(keeper: dict[str, str] | None, target: Path, preset: str, repo: Any) -> str:
+def restore(keeper: dict[str, str] | None, goals: dict[str, Any], preset: str, repo: Path | None) -> str:
     """Put the current keeper's source (records.current_row; saved at its keep) back into optimize.py;
-    say where it came from."""
+    say where it came from. The file is read and replaced without following a link."""
     saved = _saved_best(preset)
+    root, name = _target(goals)
     if keeper is not None and keeper["status"] == "keep" and saved.is_file():
         source, where = saved.read_text(), f"{keeper['exp']}, the current keeper"
     elif repo is not None and keeper is not None and keeper["commit"] not in ("-", "nogit"):
-        rel = target.resolve().relative_to(Path(repo.working_tree_dir).resolve()).as_posix()
-        try:
-            source = repo.git.show(f"{keeper['commit']}:{rel}", strip_newline_in_stdout=False)
-        except Exception:  # noqa: BLE001 - GitCommandError: that commit does not hold the file
+        rel = os.path.relpath(root / name, repo)
+        blob = git_plumbing.show(repo, keeper["commit"], rel)
+        if blob is None:
             return f"optimize.py left as it is: {rel} is not in {keeper['exp']}'s commit {keeper['commit']}"
-        where = f"the version committed with {keeper['exp']} ({keeper['commit']})"
+        source, where = blob.decode(), f"the version committed with {keeper['exp']} ({keeper['commit']})"
     else:
         return "optimize.py left as it is (no keeper to restore yet)"
-    if target.read_text() == source:
-        return f"optimize.py is already {where}"
-    _common.atomic_write(target, source)
+    try:
+        if _read_target(goals) == source:
+            return f"optimize.py is already {where}"
+        nofollow.write_bytes(root, name, source)
+    except nofollow.NotPlain as e:
+        return f"optimize.py left as it is: {e}"
     return f"optimize.py restored to {where}"
 
 
@@ -119,9 +130,13 @@ def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) 
 
 def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tuple[int, dict[str, Any]]:
     validate_record(rec, goals)
-    target = (_common.root() / goals["candidate"]).resolve()
+    target = _common.root() / goals["candidate"]
     # Whether the target itself was measured (then a revert restores it): compared, never opened.
     measured_target = rec.get("candidate_file") in (None, str(target))
+    try:  # read without following a link (a link refused here: nothing recorded)
+        on_disk = _read_target(goals) if measured_target or rec["outcome"] == "measured" else None
+    except nofollow.NotPlain as e:
+        raise Refused(f"{e}; nothing recorded") from None
     rows = records.read_rows()
     records.check_complete()
     preset = rec["preset"]
@@ -133,7 +148,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         if base is None:
             raise Refused(f"no baseline row for preset {preset} on {gpu}: apply that machine's baseline record first")
         check_frozen(base, rec["frozen_hash"])
-    if measured_target and "source" in rec and target.is_file() and target.read_text() != rec["source"] \
+    if measured_target and "source" in rec and on_disk is not None and on_disk != rec["source"] \
             and rec.get("outcome") != "tampered":
         raise Refused(f"{target.name} changed while it was being measured (the record holds other source). "
                       f"Nothing recorded; run it again and leave the file alone until it finishes.")
@@ -161,17 +176,26 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         raise Refused(f"{taken[0].relative_to(_common.root())} exists but results.tsv has no row {exp}: nothing is ever "
                       f"written over a record; run python harness/records.py restore")
     repo = git_repo()
-    note, commit = "", "-"
+    note, commit, unsaved = "", "-", []
     if status == "keep":
         _common.atomic_write(_saved_best(preset), rec["source"])
-        if target.read_text() != rec["source"]:
-            _common.atomic_write(target, rec["source"])
-        commit = _commit(repo, [target], _commit_msg(exp, f, goals, rec["desc"])) if repo is not None else "nogit"
+        if on_disk != rec["source"]:
+            try:
+                nofollow.write_bytes(*_target(goals), rec["source"])
+            except nofollow.NotPlain as e:  # swapped for a link since it was read: the commit holds the source
+                unsaved.append(f"{goals['candidate']} was not written: {e}")
+        if repo is None:
+            commit = "nogit"
+        else:  # the measured bytes themselves, whatever the file holds by now
+            try:
+                commit = _commit(repo, {target: rec["source"].encode()}, _commit_msg(exp, f, goals, rec["desc"]))
+            except CommitFailed as e:
+                unsaved.append(f"the keeper commit failed: {e}")
     elif status == "baseline":
         commit = _head(repo)  # the frozen baseline file, as committed
         _saved_best(preset).unlink(missing_ok=True)
     elif measured_target:
-        note = restore(current, target, preset, repo)
+        note = restore(current, goals, preset, repo)
     # A keeper's profile and quality strip go to profiles/ and quality/; its record points at them.
     files = {}
     if status in records.KEEPERS and rec.get("profile_md"):
@@ -190,8 +214,12 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     rows = records.read_rows()
     leaderboard.write_leaderboard(rows, goals=goals, here=(preset, gpu))
     why = rec.get("reason") or verdict
-    leaderboard.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
-    written = [records.results_path(), records.leaderboard_path(), records.progress_path(), _common.root() / "records"]
+    try:
+        leaderboard.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
+    except nofollow.NotPlain as e:  # the row and its record are written: the journal line alone is left out
+        print(f"run_experiment: no log line for {exp} in PROGRESS.md: {e}", file=sys.stderr)
+    written = [records.results_path(), records.leaderboard_path(), records.progress_path(),
+               *sorted((_common.root() / "records").glob("*.json"))]
     if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
         print(f"run_experiment: keeper {exp} has no profile in its record; "
               f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
@@ -203,10 +231,30 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         if png:
             written.append(png)
         if repo is not None:
-            _commit(repo, written, f"{exp}: record and profile")
-    return (1 if status in records.RED else 0), {
+            try:
+                _commit(repo, _contents(written), f"{exp}: record and profile")
+            except CommitFailed as e:
+                unsaved.append(f"the record commit failed: {e}")
+    if unsaved:  # loudly, and exit 1; what is recorded stays on disk
+        unsaved = [f"{exp} is recorded (its row, records/{exp}.json) but {'; '.join(unsaved)}. "
+                   "Commit what is missing by hand (git add, git commit)"]
+        print(f"run_experiment: NOT COMMITTED: {unsaved[0]}", file=sys.stderr)
+    return (1 if status in records.RED or unsaved else 0), {"unsaved": unsaved[0] if unsaved else None,
         "exp": exp, "status": status, "row": row, "best": best, "against": current, "note": note, "verdict": verdict, "reason": rec.get("reason"),
         "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None}
+
+
+def _contents(paths: list[Path]) -> dict[Path, bytes]:
+    """The files of a record commit as they are now (PROGRESS.md, the agent's, read without following
+    a link and left out when it is one)."""
+    out = {}
+    for path in paths:
+        try:
+            out[path] = (nofollow.read_bytes(path.parent, path.name, nofollow.JOURNAL_CAP)
+                         if path == records.progress_path() else path.read_bytes())
+        except (FileNotFoundError, nofollow.NotPlain):
+            continue
+    return out
 
 
 def _commit_msg(exp: str, f: dict[str, Any], goals: dict[str, Any], desc: str) -> str:

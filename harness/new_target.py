@@ -10,6 +10,9 @@ Writes DIR/ (refused if it exists):
                         harness/adapter.py's Adapter, checked when it loads)
     README.md           what to replace, and the commands below
     .gitignore          its assets/ and runs/
+and, for a folder under this checkout's targets/, writes .claude/settings.json again
+(harness/hooks/policy.py): the new target's goals, records, adapter and configuration are protected
+from the agent with no hand edit (restart Claude Code to load it).
 
 The stand-in model runs a small MLP position by position (as a streaming decoder does), so the
 scaffold works end to end at once: prepare makes its seeded input, reference and pool; the first
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -202,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"new_target: {e}", file=sys.stderr)
         return 2
     goals = (folder / "goals.json").as_posix()
+    if Path(os.path.abspath(folder)).parent == _common.REPO / "targets" and (_common.REPO / ".claude").is_dir():
+        from harness import person
+
+        person.write_settings()
     _common.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
             "next: replace the stand-in (README.md there), then",
             f"  git add {folder.as_posix()} && git commit -m \"target {a.name}\"",

@@ -197,10 +197,8 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    from harness import floor
-    from harness.session import Session
-
+def parser() -> argparse.ArgumentParser:
+    """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path)
@@ -208,7 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="markdown report (default profiles/<candidate stem>.md)")
     p.add_argument("--title", help="heading of the report (default: the output file's stem)")
     p.add_argument("--unsandboxed", action="store_true", help="run the candidate without a sandbox")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from harness import floor
+    from harness.session import Session
+
+    a = parser().parse_args(argv)
     out = a.out or _common.root() / "profiles" / f"{(a.candidate or Path('optimize.py')).stem}.md"
     try:
         with Session(a.candidate, a.preset, a.device, unsandboxed=a.unsandboxed) as s:
@@ -233,4 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from harness import person
+
+    person.refuse_agent(parser(), sys.argv[1:], "harness/profile.py")
     sys.exit(main())

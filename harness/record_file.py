@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -14,24 +15,39 @@ from typing import Any
 from harness import _common
 from harness import records
 from harness import signing
+from harness.hooks import policy
 from harness.records import Refused
 
-HARNESS = Path(__file__).resolve().parent
+# runs/ is the harness's scratch (a wave's members write there), but its requests are the door's.
+SCRATCH = "runs"
 
 
 def check_record_out(path: Path) -> None:
-    """A record file is a new .json outside the files the harness trusts (its code, goals, records)."""
-    out = path.resolve()
-    trusted = [HARNESS, *(_common.root().resolve() / d for d in ("harness", "records", "profiles", "quality"))]
-    if out.suffix != ".json" or out == _common.goals_path() or any(out.is_relative_to(t) for t in trusted):
-        raise Refused(f"--record-out {path}: a record goes to a .json file of its own, not over goals.json, "
-                      "harness/, records/, profiles/ or quality/")
+    """A record file is a new .json (never written over a file) outside every path the agent may not
+    write (harness/hooks/policy.py: the harness's code, goals, records, adapter, .claude/, .git/,
+    .gitignore, ...), in this checkout and the target's folder; runs/ (not runs/requests/) is the
+    harness's scratch, where a wave's members write theirs."""
+    named, real = Path(os.path.abspath(path)), path.resolve()
+    why = "it is not a .json file" if named.suffix != ".json" else \
+        "it exists: a record is never written over a file" if os.path.lexists(named) or real.exists() else None
+    for project in dict.fromkeys((_common.REPO, _common.root().resolve())):
+        trusted = [p for p in policy.protected_paths(project) if p.rsplit("/", 1)[-1] != SCRATCH]
+        trusted += [p + "/requests" for p in policy.protected_paths(project) if p.rsplit("/", 1)[-1] == SCRATCH]
+        for p in (named, real):
+            rel = p.relative_to(project).as_posix() if p.is_relative_to(project) else None
+            if why is None and rel is not None and (rel.endswith("goals.json") or policy.config_name(rel)
+                                                    or any(rel == t or rel.startswith(t + "/") for t in trusted)):
+                why = f"{rel} is the harness's (harness/hooks/policy.py protects it)"
+    if why:
+        raise Refused(f"--record-out {path}: {why}; a record goes to a new .json file of its own, not over goals.json, "
+                      "harness/, records/, profiles/, quality/ or configuration (.claude/, .git/, ...)")
 
 
 def write_record_file(path: Path, recs: list[dict[str, Any]]) -> None:
     """A --measure-only result: the experiments and their signature (harness/signing.py)."""
     body = {"experiments": recs}
-    _common.atomic_write(path, json.dumps({**body, "signature": signing.sign(body)}, indent=1, default=str))
+    _common.atomic_write(path, json.dumps({**body, "signature": signing.sign(body)}, indent=1, default=str),
+                         exclusive=True)
 
 
 def read_record_file(path: Path, goals: dict[str, Any]) -> list[dict[str, Any]]:

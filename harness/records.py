@@ -24,7 +24,6 @@ import fcntl
 import os
 import json
 import re
-import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any, Iterator
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import _common  # noqa: E402
+from harness.hooks import git_plumbing  # noqa: E402
 from harness.row import Row  # noqa: E402,F401 - read_rows' type, named here for its callers
 
 SetupError = _common.SetupError
@@ -159,12 +159,9 @@ def record_files(path: Path | None = None) -> dict[str, Path]:
 def committed_text(path: Path | None = None) -> str | None:
     """results.tsv as git's last commit holds it; None without git, a commit or a tracked file."""
     path = path or results_path()
-    try:
-        p = subprocess.run(["git", "show", f"HEAD:./{path.name}"], cwd=path.parent, capture_output=True,
-                           text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return p.stdout if p.returncode == 0 else None
+    work = git_plumbing.top(path.parent)
+    blob = git_plumbing.show(work, "HEAD", os.path.relpath(path, work)) if work is not None else None
+    return blob.decode(errors="replace") if blob is not None else None
 
 
 def _body(text: str | None) -> list[str]:

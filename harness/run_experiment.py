@@ -42,8 +42,11 @@ would-be keeper, judged against --best-median or results.tsv there) and writes a
 signed with the person's key (harness/signing.py; give that machine a copy of the key folder
 through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checkout, for a record
 that key signed only, and checks every field of it (read_record_file, validate_record).
---apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's: Claude
-Code's hook (harness/hooks/guard_frozen.py) refuses them to the agent.
+--apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's (harness/person.py,
+`auto-optim`): the agent runs experiments only through its door (harness/door.py, request.json), and
+Claude Code's hook lets nothing else out of its sandbox (harness/hooks/guard_frozen.py).
+The candidate is read without following a link (harness/snapshot.py), and the worker imports the
+bytes the harness read.
 Exit: 0 measured and recorded (baseline, keep, revert, rerun: the candidate passed every check,
 whatever the decision), 1 recorded but the candidate failed (gate_fail, crash, timeout, tampered),
 2 refused (nothing recorded), 130 interrupted (Ctrl-C; nothing recorded for the run in progress).
@@ -68,6 +71,7 @@ from harness import _common  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
+from harness import snapshot  # noqa: E402
 from harness.locks import acquire_lock, device_lock, device_slot  # noqa: E402
 from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
 from harness.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
@@ -97,11 +101,15 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     The candidate is timed in alternation with the code it would replace (harness/alternate.py):
     the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper, when
     --best-median names the figure to beat, or when the keeper's source is nowhere to be found."""
+    cand = Path(os.path.abspath(a.candidate)) if a.candidate else _common.root() / goals["candidate"]
+    try:  # no link followed (harness/snapshot.py); the session reads it so too, and sends the worker its bytes
+        source = snapshot.read(cand, _common.root())
+    except FileNotFoundError:
+        raise Refused(f"candidate file not found: {cand}") from None
+    except snapshot.nofollow.NotPlain as e:
+        raise Refused(str(e)) from None
     device = a.device or _common.default_device()
     preset = _common.pick_preset(goals, a.preset, device)
-    cand = (a.candidate or _common.root() / goals["candidate"]).resolve()
-    if not cand.is_file():
-        raise Refused(f"candidate file not found: {cand}")
     rows = records.read_rows()
     gpu = _common.env_info(device, goals.presets[preset].ranks)["gpu"]
     frozen = _common.frozen_files()
@@ -116,7 +124,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     keeper_dir = None
     if first:
         keeper = BASELINE
-    elif a.best_median is not None or rerun_of(_common.sha256_bytes(cand.read_bytes())[:16], best, current):
+    elif a.best_median is not None or rerun_of(_common.sha256_bytes(source)[:16], best, current):
         keeper = None
     else:
         keeper, keeper_dir = keeper_file(current, goals)
@@ -126,6 +134,10 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     finally:
         if keeper_dir is not None:
             shutil.rmtree(keeper_dir, ignore_errors=True)
+    if any(r["candidate_file"] == str(cand) and r.get("source") not in (None, source.decode(errors="replace"))
+           for r in recs):
+        raise Refused(f"{cand.name} changed while it was being measured (read twice, two versions). Nothing "
+                      "recorded; run it again and leave the file alone until it finishes.")
     after = _common.frozen_files()
     if after != frozen:
         changed = sorted(k for k in set(frozen) | set(after) if frozen.get(k) != after.get(k))
@@ -274,7 +286,8 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--desc", help="what this experiment changes (required unless --apply)")
     p.add_argument("--preset")
@@ -290,7 +303,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-out", type=Path)
     p.add_argument("--best-median", type=float, help="with --measure-only: the best metric to beat")
     p.add_argument("--apply", type=Path, metavar="RECORD.json", help="record a --measure-only result here")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(parser().parse_args(argv))
+
+
+def run(a: argparse.Namespace) -> int:
+    """One experiment, a --measure-only record or an --apply, as parsed (harness/door.py builds its
+    Namespace from request.json, never from a command line)."""
     try:
         goals = _common.load_goals()
         # Measuring alone (a wave member, a cloud run) records nothing: it needs only its GPU.
@@ -339,5 +361,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from harness import person
+
+    person.refuse_agent(parser(), sys.argv[1:], "harness/run_experiment.py")
     sys.exit(_common.run_cli(main, "run_experiment", "nothing recorded for the experiment in progress; "
                                                "the rows recorded before it stay"))

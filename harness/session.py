@@ -50,7 +50,7 @@ from typing import Any
 import torch
 
 from harness import _common
-from harness import cgroup, landlock, replies, sandbox, signing, worker_process
+from harness import cgroup, landlock, replies, sandbox, signing, snapshot, worker_process
 from harness.measuring import Measuring
 from harness.memory_limit import Ballast
 from harness.assets import strict_fp32
@@ -96,7 +96,10 @@ class Session(Measuring):
         self.candidate = Path(os.path.abspath(candidate)) if candidate else _common.root() / self.goals["candidate"]
         if not self.candidate.is_file():
             raise _common.SetupError(f"candidate file not found: {self.candidate}")
-        self.source = self.candidate.read_bytes()
+        try:  # the agent's file, read once without following a link (harness/snapshot.py)
+            self.source = snapshot.read(self.candidate, _common.root())
+        except snapshot.nofollow.NotPlain as e:
+            raise _common.SetupError(str(e)) from None
         self.unsandboxed = unsandboxed
         self.timeouts = {**DEFAULT_TIMEOUTS, **self.goals.get("timeouts", {})}
         if timeout is not None:
@@ -216,7 +219,7 @@ class Session(Measuring):
     def _hidden(self) -> list[Path]:
         """What the worker may never read: the inputs, references and pool, and the key that signs
         records (harness/signing.py)."""
-        return [*_common.secret_paths(self.goals), signing.key_dir()]
+        return [*_common.secret_paths(self.goals), *signing.key_dirs()]
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_worker()

@@ -31,6 +31,14 @@ def key_dir() -> Path:
     return Path(env).expanduser().resolve() if env else Path.home() / ".config" / "auto-optim"
 
 
+def key_dirs() -> list[Path]:
+    """Every folder that may hold a person's key: the one in use, and the default one beside it
+    (a key made there before AUTO_OPTIM_KEY_DIR pointed elsewhere is still a key). The worker is
+    shown none of them."""
+    default = Path.home() / ".config" / "auto-optim"
+    return list(dict.fromkeys([key_dir(), default]))
+
+
 def key_path() -> Path:
     return key_dir() / KEY_FILE
 

@@ -86,7 +86,8 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The options (harness/person.py reads the person's powers from what this parser makes)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", help="preset name from goals.json (default: full on CUDA, tiny on CPU)")
     ap.add_argument("--candidate", help="candidate file (default: goals['candidate'], optimize.py)")
@@ -94,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unsandboxed", action="store_true", help="run the candidate without a sandbox")
     ap.add_argument("--frames-out", type=Path, help="after a pass, save the worst frame and its reference here")
     ap.add_argument("--memory-gb", type=gb_argument, help="leave the worker only this many GB free on each GPU")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         facts = check(args.candidate, args.preset, args.device, unsandboxed=args.unsandboxed,
                       frames_out=args.frames_out, memory_gb=args.memory_gb)
@@ -112,4 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from harness import person
+
+    person.refuse_agent(parser(), sys.argv[1:], "harness/verify.py")
     sys.exit(main())

@@ -51,6 +51,7 @@ from harness import _common  # noqa: E402
 from harness import records  # noqa: E402
 from harness import locks, run_experiment  # noqa: E402
 from harness import process  # noqa: E402
+from harness import snapshot  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
 MEMBER_WALL_S = 3 * 3600.0  # a member's measuring process, build and profile included
@@ -103,11 +104,12 @@ def member_desc(path: Path, source: str, desc: str | None) -> str:
 
 def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
     """Run one member's measuring process on its GPU; fill m["recs"] (its records, or one made here)."""
-    cmd = [sys.executable, str(HARNESS / "run_experiment.py"), "--measure-only", "--record-out", str(m["record"]),
-           "--desc", m["desc"], "--candidate", str(m["path"])]
+    # Every value glued to its option (--desc=TEXT): a desc that begins with "-" is still a desc.
+    cmd = [sys.executable, str(HARNESS / "run_experiment.py"), "--measure-only", f"--record-out={m['record']}",
+           f"--desc={m['desc']}", f"--candidate={m['path']}"]
     for flag, value in (("--preset", a.preset), ("--device", a.device), ("--timeout", a.timeout)):
         if value is not None:
-            cmd += [flag, str(value)]
+            cmd.append(f"{flag}={value}")
     cmd += [f for f, on in (("--no-profile", a.no_profile), ("--unsandboxed", a.unsandboxed)) if on]
     # The host's cores shared out: members that each start as many threads as there are cores
     # slowed each other's start-up twofold (four on a 64-core H200 host).
@@ -182,10 +184,15 @@ def fairness(measured: list[tuple[str, str, float]], noise: float) -> list[str]:
 
 def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
     device = a.device or _common.default_device()
-    files = [f.resolve() for f in a.files for _ in range(a.repeat)]
-    missing = [str(f) for f in files if not f.is_file()]
-    if missing:
-        raise run_experiment.Refused(f"candidate file not found: {missing[0]}")
+    files = [Path(os.path.abspath(f)) for f in a.files for _ in range(a.repeat)]  # never resolved: a link is refused
+    sources = {}
+    for f in files:
+        try:  # read without following a link (harness/snapshot.py); each member reads its own copy again
+            sources[f] = snapshot.read(f, _common.root()).decode()
+        except FileNotFoundError:
+            raise run_experiment.Refused(f"candidate file not found: {f}") from None
+        except snapshot.nofollow.NotPlain as e:
+            raise run_experiment.Refused(str(e)) from None
     slots = gpu_slots(a, device, len(files))
     if not slots:
         raise run_experiment.Refused("no GPU to measure on (pass --gpus, or --device cpu)")
@@ -195,7 +202,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     members = []
     for k, f in enumerate(files):
-        source = f.read_text()
+        source = sources[f]
         gpu = slots[k % len(slots)]
         desc = f"{member_desc(f, source, a.desc)} [wave {tag} member {k}, gpu {gpu}]"
         members.append({"k": k, "path": f, "source": source, "gpu": gpu, "desc": desc, "record": out / f"m{k}.json",
@@ -260,10 +267,11 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
                    "members": [{"k": m["k"], "gpu": m["gpu"], "file": str(m["path"]), "exp": m["result"]["exp"],
                                 "status": m["result"]["status"], "median_s": m["result"]["row"].get("median_s"),
                                 "wall_s": round(m["wall_s"], 3)} for m in members]})
-    return 0 if kept else 1
+    return 0 if kept and not any(r.get("unsaved") for r in results) else 1  # unsaved: recorded, not committed
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+", type=Path, help="candidate files (candidates/*.py); never modified")
     p.add_argument("--repeat", type=int, default=1, help="measure each file this many times (fairness)")
@@ -276,7 +284,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds a member's measuring process may run in all")
     p.add_argument("--no-profile", action="store_true", help="skip profiling would-be keepers")
     p.add_argument("--unsandboxed", action="store_true", help="as run_experiment's (every row says so)")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(parser().parse_args(argv))
+
+
+def run(a: argparse.Namespace) -> int:
+    """A wave as parsed (harness/door.py builds its Namespace from request.json)."""
     try:
         goals = _common.load_goals()
         if a.repeat < 1:
@@ -293,4 +309,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from harness import person
+
+    person.refuse_agent(parser(), sys.argv[1:], "harness/wave.py")
     sys.exit(main())

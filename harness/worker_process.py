@@ -267,7 +267,7 @@ def main() -> int:
     goals = _common.load_goals()
     candidate = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else _common.root() / goals["candidate"]
     device = _common.default_device()
-    print(policy(candidate, [*_common.secret_paths(goals), signing.key_dir()], gpus(device, 1), goals, sandbox.SCRATCH))
+    print(policy(candidate, [*_common.secret_paths(goals), *signing.key_dirs()], gpus(device, 1), goals, sandbox.SCRATCH))
     return 0
 
 

@@ -4,8 +4,10 @@ The test plays the agent in a temporary git copy of the repository and calls the
 Claude Code would (JSON on stdin, CLAUDE_PROJECT_DIR set), in the order of one loop turn:
   1. edit optimize.py (the Edit tool is allowed there)
   2. try to end the turn  -> the Stop hook blocks and names the command to run
-  3. try to change harness/verify.py from an unsandboxed shell -> the PreToolUse hook blocks
-  4. run `python harness/run_experiment.py --desc ...` for real, as an unsandboxed Bash call (tiny, CPU)
+  3. try to change harness/verify.py from an unsandboxed shell, or to reach the harness with a
+     person's flag -> the PreToolUse hook blocks
+  4. write request.json and run the door, `auto-optim-agent` (the scratch copy's harness/door.py,
+     which serves that copy), for real, as an unsandboxed Bash call (tiny, CPU)
   5. try to end the turn again -> allowed
 It takes about a minute on 2 CPU cores (one experiment = a verify and a bench process, each
 loading the VAE).
@@ -68,7 +70,7 @@ def test_one_loop_turn_as_the_agent(agent_repo):
     r = hook("stop_gate.py", payload(root, session, "Stop", stop_hook_active=False), root, env)
     d = json.loads(r.stdout)
     assert r.returncode == 0 and d["decision"] == "block"
-    assert "python harness/run_experiment.py --desc" in d["reason"]
+    assert '{"run": "experiment", "desc": ' in d["reason"] and "`auto-optim-agent`" in d["reason"]
 
     # 3. it tries to loosen the evaluator from outside the sandbox instead: blocked (inside it, the
     #    deny rules and bubblewrap refuse the write: tests/test_claude_code_e2e.py)
@@ -76,17 +78,25 @@ def test_one_loop_turn_as_the_agent(agent_repo):
     r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input=tin,
                                         tool_use_id="toolu_2"), root, env)
     assert r.returncode == 2 and "frozen" in r.stderr, r.stderr
+    for cmd in ('python harness/run_experiment.py --desc "x#y" --rebaseline', "auto-optim-agent #x --rebaseline"):
+        tin = {"command": cmd, "dangerouslyDisableSandbox": True}
+        r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input=tin,
+                                            tool_use_id="toolu_2b"), root, env)
+        assert r.returncode == 2 and "only these exact commands" in r.stderr, r.stderr
 
-    # 4. it runs the experiment for real, outside the sandbox (the guard allows the plain command first)
-    cmd = 'python harness/run_experiment.py --desc "dry run: annotate info" --preset tiny --device cpu --no-profile'
+    # 4. it asks for the experiment and runs the door for real, outside the sandbox (the guard allows
+    #    the exact string first)
+    (root / "request.json").write_text(json.dumps({"run": "experiment", "desc": "dry run: annotate info",
+                                                   "preset": "tiny", "no_profile": True}))
     r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input={
-        "command": cmd, "dangerouslyDisableSandbox": True}, tool_use_id="toolu_3"), root, env)
+        "command": "auto-optim-agent", "dangerouslyDisableSandbox": True}, tool_use_id="toolu_3"), root, env)
     assert r.returncode == 0, r.stderr
-    r = sh([sys.executable, "harness/run_experiment.py", "--desc", "dry run: annotate info", "--preset", "tiny",
-            "--device", "cpu", "--no-profile"], root, env)
+    (root / "candidates").mkdir(exist_ok=True)
+    r = sh([sys.executable, str(root / "harness" / "door.py")], root / "candidates", env)  # the door ignores its cwd
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
     rows = (root / "results.tsv").read_text().strip().splitlines()
     assert len(rows) == 3 and "baseline" in rows[1] and "dry run: annotate info" in rows[-1]  # header, baseline, it
+    assert not (root / "request.json").exists()  # consumed: never run twice
 
     # 5. now the turn may end (stop_hook_active: Claude is continuing after the earlier block)
     r = hook("stop_gate.py", payload(root, session, "Stop", stop_hook_active=True), root, env)

@@ -118,12 +118,22 @@ def test_apply_checks_every_field_even_of_a_signed_record(ws: Path, tmp_path: Pa
 
 
 @pytest.mark.parametrize("out", ["goals.json", "harness/hooks/guard_frozen.py", "harness/hooks/x.json",
-                                 "records/e001.json", "rec.txt"])
+                                 "records/e001.json", "rec.txt", ".claude/settings.json", ".claude/settings.local.json",
+                                 ".git/x.json", "targets/other/goals.json", "candidates/.mcp.json", "assets/x.json",
+                                 "optimize.json"])
 def test_record_out_never_overwrites_what_the_harness_trusts(ws: Path, out: str):
-    before = {p: p.read_bytes() for p in (ws / "goals.json", ws / "harness" / "hooks" / "guard_frozen.py")}
+    """Issue 40: --record-out wrote over .claude/settings.json (Claude Code reloaded it: no deny rule,
+    no hook). Now a new .json only, outside the harness's files and configuration."""
+    (ws / ".claude").mkdir(exist_ok=True)
+    (ws / ".claude" / "settings.json").write_text("{}")
+    (ws / "optimize.json").write_text("{}")  # any file that exists: never written over
+    before = {p: p.read_bytes() for p in (ws / "goals.json", ws / "harness" / "hooks" / "guard_frozen.py",
+                                          ws / ".claude" / "settings.json", ws / "optimize.json")}
     reason = refused(ws, "--desc", "x", "--measure-only", "--record-out", str(ws / out))
     assert "--record-out" in reason
     assert all(p.read_bytes() == data for p, data in before.items())
+    assert not (ws / ".claude" / "settings.local.json").exists() and not (ws / "targets").exists()
+    assert not (ws / "assets" / "x.json").exists()
 
 
 def test_untrusted_python():

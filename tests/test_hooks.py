@@ -113,7 +113,8 @@ def test_optimizer_subagent_may_edit_only_the_candidate(project):
 
 
 def test_main_agent_edits_are_left_to_the_deny_rules(project):
-    """Frozen paths are refused by settings.json's deny rules (tests/test_claude_code_e2e.py), not here."""
+    """Frozen paths are refused by settings.json's deny rules (tests/test_claude_code_e2e.py), not here
+    (but configuration names: test_configuration_is_not_edited_in_any_folder)."""
     r = run_hook("guard_frozen.py", tool(project, "Edit", {"file_path": str(project / "PROGRESS.md"),
                                                            "old_string": "a", "new_string": "b"}), project)
     assert r.returncode == 0 and r.stderr == ""
@@ -121,179 +122,148 @@ def test_main_agent_edits_are_left_to_the_deny_rules(project):
 
 # ---------------------------------------------------------------- guard_frozen: the way out of the sandbox
 
-def bash(project: Path, command: str, unsandboxed: bool = True, cwd: Path | None = None) -> dict:
+def bash(project: Path, command, unsandboxed=True, cwd: Path | None = None) -> dict:
     payload = tool(project, "Bash", {"command": command, "description": "x", "dangerouslyDisableSandbox": unsandboxed})
     payload["cwd"] = str(cwd or project)
     return payload
 
 
-UNSANDBOXED_ALLOWED = [
-    'python harness/run_experiment.py --desc "bf16 weights (channels_last) & fused bias"',
-    "python3 harness/verify.py --preset tiny --candidate candidates/try.py",
-    "python harness/bench.py --candidate=candidates/try.py",
-    "python harness/bench.py --baseline",
-    "python harness/profile.py --preset tiny",
-    "python harness/wave.py candidates/a.py candidates/b.py --no-profile",
-    "python harness/wave.py --repeat 2 --desc=same candidates/a.py",
-    "python harness/run_experiment.py --desc x --preset tiny --device cpu --no-profile --timeout 60",
-    "python harness/floor.py --verdict",
-    "python harness/run_experiment.py --help",
-    "nvidia-smi",
-    "nvidia-smi --query-gpu=name,clocks.sm --format=csv",
-]
-
-
-@pytest.mark.parametrize("command", UNSANDBOXED_ALLOWED)
-def test_plain_harness_commands_may_leave_the_sandbox(project, command):
+@pytest.mark.parametrize("command", ["auto-optim-agent", "nvidia-smi", "nvidia-smi -L"])
+def test_only_exact_strings_leave_the_sandbox(project, command):
     r = run_hook("guard_frozen.py", bash(project, command), project)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    # from a subfolder too: the door ignores the cwd (the guard reads nothing but the string)
+    assert run_hook("guard_frozen.py", bash(project, command, cwd=project / "harness"), project).returncode == 0
 
 
 UNSANDBOXED_REFUSED = [
-    "echo x > goals.json",
-    "rm -rf harness",
-    "python -c \"open('goals.json', 'w')\"",
-    "bash -c 'python harness/run_experiment.py --desc x'",
-    "python harness/run_experiment.py --desc x; echo x > goals.json",
-    "python harness/run_experiment.py --desc x && rm results.tsv",
-    "python harness/run_experiment.py --desc x | tee results.tsv",
-    "python harness/run_experiment.py --desc x > leaderboard.md",
-    "python harness/run_experiment.py --desc x &",
-    'python harness/run_experiment.py --desc "$(rm -rf model)"',
-    "python harness/run_experiment.py --desc `rm -rf model`",
-    "python harness/run_experiment.py --desc x\nrm -rf model",
-    "AUTO_OPTIM_GOALS=/tmp/goals.json python harness/run_experiment.py --desc x",
-    "python /tmp/harness/run_experiment.py --desc x",
-    "python harness/../optimize.py",
-    "python harness/make_reference.py",
-    "python harness/run_experiment.py --rebaseline --desc x",
-    "python harness/run_experiment.py --rebase --desc x",
-    "python harness/run_experiment.py --desc x extra",
-    "python harness/run_experiment.py --candidate /tmp/x.py --desc x",
-    "python harness/run_experiment.py --desc --apply rec.json",
-    "python harness/run_experiment.py --no-profile=1 --desc x",
-    "python harness/wave.py harness/verify.py",
-    "python harness/wave.py --unsandboxed candidates/a.py",
-    "python harness/verify.py --frames-out goals.json",
-    "python harness/profile.py --out harness/hooks/guard_frozen.py",
-    "python harness/profile.py --candidate candidates/e050.py",
-    "python harness/floor.py --force",
-    "python harness/verify.py --candidate /tmp/try.py",
-    "python harness/bench.py --candidate=/home/u/.config/auto-optim/record-key",
-    "python harness/make_latent.py",
-    "python -m model.to_mp4 assets/input_tiny.pt --out v.mp4",
-    "python harness/hooks/guard_frozen.py",
-    "nvidia-smi -pm 1",
-    "nvidia-smi -lgc 1980",
+    # what Claude Code 2.1.330's own matcher let through for `Bash(auto-optim-agent)` (the e2e helper's
+    # notes): a comment, spaces, quotes, a backslash, `command`, redirections that write
+    "auto-optim-agent #x", "auto-optim-agent # comment", "auto-optim-agent\n#x", "  auto-optim-agent",
+    "auto-optim-agent ", "auto-optim-agent\t", '"auto-optim-agent"', "\\auto-optim-agent", "command auto-optim-agent",
+    "auto-optim-agent 2>&1", "auto-optim-agent < goals.json", "auto-optim-agent >| PROGRESS.md",
+    "auto-optim-agent &> newfile.txt", "auto-optim-agent > /dev/null",
+    # arguments, operators, a second line, look-alikes
+    "auto-optim-agent --rebaseline", "auto-optim-agent -h", "auto-optim-agent; rm -rf harness", "auto-optim-agent\n",
+    "auto-optim-agent && echo x > goals.json", "auto-optim-agent | tee results.tsv", "exec auto-optim-agent",
+    "AUTO_OPTIM_GOALS=/tmp/g.json auto-optim-agent", "auto-optim-agent\u00a0", "auto\u2010optim-agent",
+    "Auto-optim-agent", "auto-optim-agent{,x}", "./auto-optim-agent", "/tmp/auto-optim-agent", "auto-optim",
+    "auto-optim run --desc x", "nvidia-smi  -L", "nvidia-smi -pm 1", "nvidia-smi -lgc 1980", "nvidia-smi -q",
+    # the harness and the person's flags, in every spelling the old guard parsed
+    "python harness/run_experiment.py --desc x", "python harness/run_experiment.py --desc steal#x --unsandboxed",
+    "python harness/run_experiment.py --desc [+-][a-]*", "python harness/run_experiment.py --desc {x,--unsandboxed}",
+    "python harness/run_experiment.py --apply=forged.json", "python harness/run_experiment.py --app forged.json",
+    "python harness/run_experiment.py --desc x --measure-only --record-out .claude/settings.json",
+    "python harness/wave.py candidates/a.py", "python harness/verify.py", "python harness/floor.py --verdict",
+    "echo x > goals.json", "rm -rf harness", "bash -c 'auto-optim-agent'", "", " ",
 ]
 
 
-@pytest.mark.parametrize("command", UNSANDBOXED_REFUSED)
+def guard_module():
+    """guard_frozen.py's functions in this process, for the long lists (main() runs as Claude Code runs it
+    in the tests that pass a payload)."""
+    sys.path.insert(0, str(HOOKS))
+    import guard_frozen
+
+    return guard_frozen
+
+
+@pytest.mark.parametrize("command", UNSANDBOXED_REFUSED[:3] + ["python harness/run_experiment.py --desc x#y --apply f"])
 def test_anything_else_stays_in_the_sandbox(project, command):
     r = run_hook("guard_frozen.py", bash(project, command), project)
-    assert r.returncode == 2, f"let out of the sandbox: {command}"
-    assert r.stderr.startswith("guard_frozen: blocked.")
-    assert "dangerouslyDisableSandbox: true" in r.stderr  # says how to run the harness instead
+    assert r.returncode == 2, f"let out of the sandbox: {command!r}"
+    assert r.stderr.startswith("guard_frozen: blocked.") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "`auto-optim-agent`" in r.stderr and "dangerouslyDisableSandbox: true" in r.stderr  # the way to measure
 
 
-PERSON_ONLY = [
-    "python harness/run_experiment.py --apply forged.json",
-    "python harness/run_experiment.py --app forged.json",
-    "python harness/run_experiment.py --desc x --measure-only --record-out goals.json",
-    "python harness/run_experiment.py --desc x --record-out=harness/hooks/guard_frozen.py",
-    "python harness/run_experiment.py --desc x --unsandboxed",
-    "python harness/verify.py --unsandboxed",
-    "python harness/run_experiment.py --desc x --rebaseline",
-]
+def test_every_other_command_stays_in_the_sandbox(project):
+    guard = guard_module()
+    for command in UNSANDBOXED_REFUSED:
+        with pytest.raises(guard.Blocked, match="only these exact commands run"):
+            guard.check_bash({"command": command, "dangerouslyDisableSandbox": True}, project)
+    for command in guard.UNSANDBOXED:
+        guard.check_bash({"command": command, "dangerouslyDisableSandbox": True}, project)
 
 
-@pytest.mark.parametrize("command", PERSON_ONLY)
-def test_the_persons_flags_are_refused_to_the_agent(project, command):
-    """An allowlist of options: --apply, --record-out, --measure-only, --unsandboxed, --rebaseline
-    write where they name, trust a record or drop a protection; the refusal says whose they are."""
-    r = run_hook("guard_frozen.py", bash(project, command), project)
-    assert r.returncode == 2 and "is the person's" in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+def test_an_odd_payload_stays_in_the_sandbox(project):
+    """Any dangerouslyDisableSandbox but false (or absent) counts as outside; a command that is not the
+    exact string, whatever its type, is refused."""
+    guard = guard_module()
+    for flag in (True, "true", 1, "false", "no", [], {}):
+        for command in (None, ["auto-optim-agent"], 7, "auto-optim-agent --apply x", {"command": "auto-optim-agent"}):
+            with pytest.raises(guard.Blocked):
+                guard.check_bash({"command": command, "dangerouslyDisableSandbox": flag}, project)
+    r = run_hook("guard_frozen.py", bash(project, ["auto-optim-agent"], unsandboxed="yes"), project)
+    assert r.returncode == 2 and r.stderr.startswith("guard_frozen: blocked."), r.stderr
 
 
 def venv_in(folder: Path) -> Path:
-    """A virtual environment's layout (pyvenv.cfg, bin/python3 linked to this interpreter) in `folder`."""
+    """A virtual environment's layout in `folder`: bin/python3 linked to this interpreter, and a door
+    script whose first line names it, as `pip install -e .` writes it."""
     (folder / "bin").mkdir(parents=True)
-    home = Path(sys.base_prefix) / "bin"
-    (folder / "pyvenv.cfg").write_text(f"home = {home}\ninclude-system-site-packages = false\n")
     (folder / "bin" / "python3").symlink_to(Path(sys.base_prefix) / "bin" / Path(sys.executable).resolve().name)
-    (folder / "bin" / "python").symlink_to("python3")
+    door = folder / "bin" / "auto-optim-agent"
+    door.write_text(f"#!{folder / 'bin' / 'python3'}\nimport sys\nfrom harness.door import main\nsys.exit(main())\n")
+    door.chmod(0o755)
     return folder / "bin"
 
 
-def test_harness_refused_from_an_interpreter_inside_the_project(project, tmp_path_factory):
-    """A venv under the project is writable by the sandboxed agent (.pth, sitecustomize.py,
-    bin/python): the harness must not start from it, outside the sandbox."""
-    command = "python harness/run_experiment.py --desc x"
-    inside = venv_in(project / ".venv")
-    r = run_hook("guard_frozen.py", bash(project, command), project,
-                 env={"PATH": f"{inside}{os.pathsep}{os.environ['PATH']}"})
-    assert r.returncode == 2 and "inside the project" in r.stderr, r.stderr
+def test_the_door_is_let_out_only_from_a_path_the_agent_cannot_write(project, tmp_path_factory):
+    """A bare name is looked up in PATH: an environment in the project (the agent rewrites its
+    scripts from the sandbox), an empty or relative PATH entry (the cwd, which the agent picks), or a
+    door whose interpreter lies in the project would run the agent's code with the person's rights."""
+    system = os.environ["PATH"]
+    inside = venv_in(project / "env")
     outside = venv_in(tmp_path_factory.mktemp("venvs") / "auto-optim")
-    r = run_hook("guard_frozen.py", bash(project, command), project,
-                 env={"PATH": f"{outside}{os.pathsep}{os.environ['PATH']}"})
-    assert r.returncode == 0, r.stderr
+    for path, says in ((f"{inside}{os.pathsep}{system}", "inside the project"), (f"{os.pathsep}{system}", "empty entry"),
+                       (f"bin{os.pathsep}{system}", "relative to the shell's folder")):
+        r = run_hook("guard_frozen.py", bash(project, "auto-optim-agent"), project, env={"PATH": path})
+        assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert run_hook("guard_frozen.py", bash(project, "auto-optim-agent"), project,
+                    env={"PATH": f"{outside}{os.pathsep}{system}"}).returncode == 0
+    (outside / "auto-optim-agent").write_text(f"#!{inside / 'python3'}\n")  # outside, but run by the project's python
+    r = run_hook("guard_frozen.py", bash(project, "auto-optim-agent"), project, env={"PATH": f"{outside}{os.pathsep}{system}"})
+    assert r.returncode == 2 and "inside the project" in r.stderr, r.stderr
 
 
-def test_harness_leaves_the_sandbox_only_from_the_project_root(project):
-    (project / "sub" / "harness").mkdir(parents=True)  # an agent-written look-alike harness
-    r = run_hook("guard_frozen.py", bash(project, "python harness/run_experiment.py --desc x", cwd=project / "sub"),
-                 project)
-    assert r.returncode == 2 and "project root" in r.stderr
-
-
-@pytest.mark.parametrize("planted", ["torch.py", "json.pyc", "numpy/__init__.py", "evil.pth"])
-def test_harness_refused_while_a_planted_module_sits_at_the_root(project, planted):
-    """harness/_common puts the root first on sys.path: a planted torch.py would run unsandboxed."""
-    (project / planted).parent.mkdir(parents=True, exist_ok=True)
-    (project / planted).write_text("raise SystemExit('planted')\n")
-    r = run_hook("guard_frozen.py", bash(project, "python harness/run_experiment.py --desc x"), project)
-    assert r.returncode == 2 and planted.split("/")[0] in r.stderr
-
-
-@pytest.mark.parametrize("link", ["optimize.py", "candidates/a.py", "candidates"])
-def test_harness_refused_while_a_candidate_is_a_link(project, tmp_path_factory, link):
-    """A candidate linked to the signing key (or any file the agent may not read) would be read,
-    hashed and reported by the harness outside the sandbox."""
-    secret = tmp_path_factory.mktemp("key") / "record-key"
-    secret.write_bytes(b"k" * 32)
-    if link != "candidates":
-        (project / "candidates").mkdir(exist_ok=True)
-    target = project / link
-    target.unlink(missing_ok=True)
-    target.symlink_to(secret.parent if link == "candidates" else secret)
-    if link == "candidates":
-        (secret.parent / "b.py").write_text("# elsewhere\n")
-    r = run_hook("guard_frozen.py", bash(project, "python harness/verify.py --candidate candidates/b.py"), project)
-    assert r.returncode == 2 and "not a link" in r.stderr, r.stderr
-
-
-def test_tracked_packages_at_the_root_are_not_planted(project):
-    (project / "model" / "__init__.py").write_text("")
-    def git(*a):
-        subprocess.run(["git", "-C", str(project), *a], check=True, capture_output=True)
-    git("init", "-q")
-    git("add", "-A")
-    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")
-    r = run_hook("guard_frozen.py", bash(project, "python harness/run_experiment.py --desc x"), project)
-    assert r.returncode == 0, r.stderr
-
-
-def test_harness_inside_the_sandbox_is_told_how_to_run(project):
-    r = run_hook("guard_frozen.py", bash(project, "python harness/run_experiment.py --desc x", unsandboxed=False),
-                 project)
-    assert r.returncode == 2 and "cannot reach the GPU" in r.stderr and "dangerouslyDisableSandbox" in r.stderr
-
-
-@pytest.mark.parametrize("command", ["echo x > goals.json", "sed -i s/a/b/ model/vae.py", "cat harness/verify.py"])
+@pytest.mark.parametrize("command", ["echo x > goals.json", "sed -i s/a/b/ model/vae.py", "cat harness/verify.py",
+                                     "auto-optim-agent --apply forged.json", "python harness/run_experiment.py --rebaseline"])
 def test_sandboxed_commands_are_left_to_the_sandbox(project, command):
-    """The OS refuses sandboxed writes to frozen paths (e2e test); the hook does not parse them."""
-    assert run_hook("guard_frozen.py", bash(project, command, unsandboxed=False), project).returncode == 0
+    """The OS refuses sandboxed writes to frozen paths (e2e test), the door refuses arguments and the
+    person's program refuses Claude Code's tool: the hook does not read sandboxed commands at all."""
+    for flag in (False, None):
+        assert run_hook("guard_frozen.py", bash(project, command, unsandboxed=flag), project).returncode == 0
+
+
+CONFIGURATION = ["CLAUDE.md", "sub/CLAUDE.md", "candidates/AGENTS.md", "candidates/claude.md", "CLAUDE.local.md",
+                 ".gitignore", "candidates/.gitattributes", "deep/a/.gitignore", ".mcp.json",
+                 ".claude/settings.local.json", "sub/.claude/settings.json", "targets/new/.git/config",
+                 "/elsewhere/.claude/agents/x.md", "candidates\\.gitattributes"]
+
+
+def test_configuration_is_not_edited_in_any_folder(project):
+    """A name in the tool's structured path (no shell involved): git's and Claude Code's configuration
+    and instructions, in any folder, even one made during the session (deny globs cover the file tools,
+    literal deny rules the bash sandbox)."""
+    guard = guard_module()
+    for path in CONFIGURATION:
+        target = path if path.startswith("/") else str(project / path)
+        for subagent in (False, True):
+            with pytest.raises(guard.Blocked, match="configuration"):
+                guard.check_edit(target, subagent, project, project)
+    for tool_name in ("Edit", "Write"):
+        r = run_hook("guard_frozen.py", tool(project, tool_name, {"file_path": str(project / "sub" / "CLAUDE.md"),
+                                                                   "content": "x"}), project)
+        assert r.returncode == 2 and "configuration" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_the_agents_own_files_are_edited(project):
+    guard = guard_module()
+    for path in ("optimize.py", "PROGRESS.md", "request.json", "candidates/a.py", "notes/claude_ideas.md"):
+        guard.check_edit(str(project / path), False, project, project)
+    r = run_hook("guard_frozen.py", tool(project, "Write", {"file_path": str(project / "request.json"), "content": "{}"}),
+                 project)
+    assert r.returncode == 0, r.stderr
 
 
 def test_other_tools_pass(project):
@@ -334,7 +304,7 @@ def test_stop_blocked_while_candidate_is_unrecorded(project):
     (project / "optimize.py").write_text("# an edit nobody measured\n")
     d = decision(run_hook("stop_gate.py", stop(project), project))
     assert d["decision"] == "block"
-    assert "python harness/run_experiment.py --desc" in d["reason"]
+    assert '{"run": "experiment", "desc": ' in d["reason"] and "`auto-optim-agent`" in d["reason"]
     assert "e001" in d["reason"] and "git show HEAD:optimize.py > optimize.py" in d["reason"]
 
 
@@ -351,7 +321,7 @@ def test_stop_blocked_while_a_wave_variant_is_unmeasured(project):
     variant = project / "candidates" / "a.py"
     variant.write_text("def build_decoder(vae, z):\n    return vae.decode, {'v': 'a'}\n")
     out = json.loads(run_hook("stop_gate.py", stop(project), project).stdout)
-    assert out["decision"] == "block" and "candidates/a.py" in out["reason"] and "harness/wave.py" in out["reason"]
+    assert out["decision"] == "block" and '{"run": "wave", "candidates": ["candidates/a.py"]}' in out["reason"]
     write_rows(project, ("e001", "baseline", sha(project / "optimize.py")), ("e002", "revert", sha(variant)[:16]))
     assert run_hook("stop_gate.py", stop(project), project).stdout.strip() == ""
 
@@ -369,7 +339,26 @@ def test_stop_blocked_after_a_red_experiment(project, status):
     d = decision(run_hook("stop_gate.py", stop(project), project))
     assert d["decision"] == "block"
     assert status in d["reason"] and "e002" in d["reason"]
-    assert "python harness/run_experiment.py --desc" in d["reason"]
+    assert '{"run": "experiment", "desc": ' in d["reason"] and "`auto-optim-agent`" in d["reason"]
+
+
+@pytest.mark.parametrize("link", ["optimize.py", "candidates", "candidates/b.py"])
+def test_stop_gate_reads_no_link(project, tmp_path_factory, link):
+    """The candidate and the variants are read without following a link: a link to the signing key is a
+    problem to fix, never a file hashed (and named in a reason) for the agent."""
+    secret = tmp_path_factory.mktemp("key") / "record-key"
+    secret.write_bytes(b"k" * 32)
+    write_rows(project, ("e001", "baseline", sha(project / "optimize.py")))
+    (project / "candidates").mkdir()
+    (project / "candidates" / "a.py").write_text("# measured nowhere\n")
+    if link == "candidates":
+        os.rename(project / "candidates", secret.parent / "candidates")
+        (project / "candidates").symlink_to(secret.parent / "candidates", target_is_directory=True)
+    else:
+        (project / link).unlink(missing_ok=True)
+        (project / link).symlink_to(secret)
+    d = decision(run_hook("stop_gate.py", stop(project), project))
+    assert d["decision"] == "block" and "link" in d["reason"] and hashlib.sha256(b"k" * 32).hexdigest()[:12] not in d["reason"]
 
 
 def test_subagent_stop_uses_the_same_gate(project):
@@ -511,29 +500,30 @@ def test_settings_json_denies_every_protected_path_and_requires_the_sandbox():
     """Deny rules refuse the file tools and, with the sandbox on, every shell write (bubblewrap):
     for every path the harness writes or trusts, of every target (_hooklib.protected_paths)."""
     sys.path.insert(0, str(HOOKS))
-    from _hooklib import protected_paths
+    from policy import protected_paths
     s = json.loads((REPO / ".claude" / "settings.json").read_text())
     deny = set(s["permissions"]["deny"])
     paths = protected_paths(REPO)
     assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "records", "AGENTS.md", ".venv", "progress",
             "targets/llm-decode/progress", "integrations", "experiments"} <= set(paths)
     assert "integrations/split_decode.py" in paths  # goals.json's "frozen"
+    assert {".gitignore", ".gitattributes", ".mcp.json", "targets/llm-decode/.gitignore", "targets/llm-decode/CLAUDE.md",
+            "targets/llm-decode/.claude", "targets/llm-decode/.git", "pyproject.toml"} <= set(paths)
     for name in paths:  # denied by a rule of its own, or of a folder it is in
         above = [name.rsplit("/", k)[0] for k in range(name.count("/") + 1)]
         assert ({f"Edit(/{name})"} | {f"Edit(/{a}/**)" for a in above}) & deny, name
     sandbox = s["sandbox"]
     assert sandbox["enabled"] is True and sandbox["failIfUnavailable"] is True  # no silent unsandboxed start
-    # the harness leaves the sandbox by dangerouslyDisableSandbox, approved by these allow rules only
+    # the door leaves the sandbox by dangerouslyDisableSandbox, approved by exact rules only (no `:*`)
     assert sandbox["allowUnsandboxedCommands"] is True and "excludedCommands" not in sandbox
     assert {r for r in s["permissions"]["allow"] if r.startswith("Bash(")} == {
-        f"Bash(python harness/{x}.py:*)" for x in ("run_experiment", "wave", "verify", "bench", "profile", "floor")} | {
-        "Bash(nvidia-smi:*)"}
+        "Bash(auto-optim-agent)", "Bash(nvidia-smi)", "Bash(nvidia-smi -L)"}
 
 
 def test_settings_json_hides_every_targets_inputs_and_references():
     """The benchmark input's secret seed, the references and the pool: read only by the harness."""
     sys.path.insert(0, str(HOOKS))
-    from _hooklib import secret_paths
+    from policy import secret_paths
     deny = set(json.loads((REPO / ".claude" / "settings.json").read_text())["permissions"]["deny"])
     assert {"assets", "targets/llm-decode/assets"} <= set(secret_paths(REPO))
     for name in secret_paths(REPO):

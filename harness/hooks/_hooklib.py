@@ -12,30 +12,16 @@ project root in the hook's environment.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-# What only a person may change: .claude/settings.json denies the agent writes to each, file tools
-# and shell (the bubblewrap sandbox mounts them read-only) alike; tests/test_hooks.py checks that it
-# names every one of protected_paths(). Per target (the project root, and each targets/<name>/ with a
-# goals.json): what the harness trusts (goals.json, its adapter package, the code goals.json names
-# "frozen") and writes (the rest).
-TARGET_FILES = ("goals.json", "assets", "results.tsv", "leaderboard.md", "records", "runs", "profiles", "quality",
-                "progress")
-# Per project: the code the harness and hooks run (and a virtual environment, should one be made
-# here), the agent's own contract, Claude Code's configuration, git, and what a person runs.
-PROJECT_FILES = ("harness", ".claude", ".git", "AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", "program.md", ".venv", "venv",
-                 "scripts", "tests", ".ci", "requirements.txt", "requirements-dev.txt",
-                 # code a person runs outside any sandbox: the drop-ins (imported by scripts and
-                 # tests) and the GPU plans (whose `$ ` lines gpu_session.sh runs as they stand)
-                 "integrations", "experiments")
-
-# Where the agent writes the variants of a wave (harness/wave.py): beside the candidate, writable.
-CANDIDATES_DIR = "candidates"
+# What the agent may not write or read, and the names it may not edit anywhere: harness/hooks/policy.py,
+# the one source of .claude/settings.json.
+from policy import (CANDIDATES_DIR, PROJECT_FILES, TARGET_FILES, TARGET_SECRETS, protected_paths,  # noqa: E402,F401
+                    secret_paths, target_folders)
 
 # The subagent that runs experiments (.claude/agents/): the one subagent that edits the candidate.
 OPTIMIZER_AGENT = "model-optimizer"
@@ -74,44 +60,3 @@ def candidate_name(root: Path) -> str:
         return str(goals.get("candidate") or "optimize.py")
     except (OSError, ValueError):
         return "optimize.py"
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-# Per target, what the agent may not even read: the benchmark input (made from a secret seed, kept in
-# its asset), its reference and the pool. An agent that read the seed could write it into the
-# candidate, which would rebuild the input and decode it before the clock starts.
-TARGET_SECRETS = ("assets",)
-
-
-def secret_paths(root: Path) -> list[str]:
-    """Every path, relative to the project root, that the agent may not read (TARGET_SECRETS)."""
-    out = []
-    for folder in target_folders(root):
-        rel = folder.relative_to(root).as_posix()
-        out += [("" if rel == "." else rel + "/") + name for name in TARGET_SECRETS]
-    return out
-
-
-def target_folders(root: Path) -> list[Path]:
-    """The project root and every targets/<name>/ that holds a goals.json."""
-    return [root, *sorted(p.parent for p in root.glob("targets/*/goals.json"))]
-
-
-def protected_paths(root: Path) -> list[str]:
-    """Every path, relative to the project root, that the agent may not write (see TARGET_FILES)."""
-    out = list(PROJECT_FILES)
-    for folder in target_folders(root):
-        rel = folder.relative_to(root).as_posix()
-        prefix = "" if rel == "." else rel + "/"
-        try:
-            goals = json.loads((folder / "goals.json").read_text())
-        except (OSError, ValueError):
-            goals = {}
-        goals = goals if isinstance(goals, dict) else {}
-        adapter = [str(goals["adapter"]).split(".")[0]] if "adapter" in goals else []
-        frozen = goals["frozen"] if isinstance(goals.get("frozen"), list) else []  # code the adapter runs
-        out += [prefix + str(name).rstrip("/") for name in (*TARGET_FILES, *adapter, *frozen)]
-    return out

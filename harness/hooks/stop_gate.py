@@ -11,6 +11,8 @@ instruction) while either holds:
     a wave (harness/wave.py) records its failed members first, so its last row is red only when
     every member failed);
   - a variant in candidates/ (*.py) has no row with its sha256: written for a wave, never measured.
+The candidate and candidates/ are read without following a link (harness/hooks/nofollow.py): a link
+there is a problem to fix, never a file read for the agent.
 With no results.tsv rows yet, it refuses only while the candidate differs from its committed
 version (git) or a variant waits unmeasured, so a fresh checkout never traps a person who only
 asked a question.
@@ -19,7 +21,7 @@ Who it applies to: the main agent (Stop) and the model-optimizer subagent (Subag
 agent_type "model-optimizer"); other subagents (Explore, general-purpose) edit nothing and pass.
 While work is in flight that will settle the candidate, the main agent may stop: a
 model-optimizer subagent listed as running in the Stop payload's background_tasks, or a harness
-run (run_experiment.py or wave.py) that holds the checkout's lock, runs/run_experiment.lock: the
+run (the agent's door, run_experiment.py or wave.py) that holds the checkout's lock, runs/run_experiment.lock: the
 pid the harness wrote there is alive and is that harness (runs/ is read-only to the agent, so only
 the harness writes that pid; a background shell whose command merely names run_experiment.py is
 not a run). The candidate is that work's to record, and Claude Code wakes the main agent when it
@@ -44,20 +46,22 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hooklib import CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload, sha256_file  # noqa: E402
+import git_plumbing  # noqa: E402
+import nofollow  # noqa: E402
+from _hooklib import CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload  # noqa: E402
 
 RED = ("gate_fail", "crash", "timeout", "tampered")
 IN_FLIGHT = ("running", "pending")
 KEEPERS = ("baseline", "keep")
-RUN = ('python harness/run_experiment.py --desc "<one line: what you changed and why>" '
-       "(one plain Bash command with dangerouslyDisableSandbox: true)")
-WAVE = "python harness/wave.py {files} (one plain Bash command with dangerouslyDisableSandbox: true)"
+DOOR = "then run exactly `auto-optim-agent` (one Bash call with dangerouslyDisableSandbox: true)"
+RUN = ('write request.json beside goals.json: {"run": "experiment", "desc": "<one line: what you changed and why>"}, '
+       + DOOR)
+WAVE = 'write request.json beside goals.json: {{"run": "wave", "candidates": [{files}]}}, ' + DOOR
 # .git is read-only to the agent's shell (only run_experiment commits), so restore by reading git.
 RESTORE = "git show HEAD:{name} > {name}"
 
@@ -79,7 +83,6 @@ def problem(root: Path) -> str | None:
     """Why the turn may not end, or None."""
     rows = read_rows(root / "results.tsv")
     name = candidate_name(root)
-    cand = root / name
     if not rows:
         if committed_differs(root, name):
             return (f"{name} differs from its committed version and no experiment is recorded yet. "
@@ -88,10 +91,13 @@ def problem(root: Path) -> str | None:
         return unmeasured_variants(root, rows)
     last = rows[-1]
     exp, status = last.get("exp", "?"), (last.get("status") or "").strip()
-    if not cand.is_file():
+    try:
+        current = nofollow.sha256(root, name)
+    except FileNotFoundError:
         return (f"{name} is missing. Restore the last kept version ({RESTORE.format(name=name)}), "
-                f"then run: {RUN}")
-    current = sha256_file(cand)
+                f"then {RUN}")
+    except (OSError, ValueError) as e:
+        return f"{e}. Make {name} a plain file again ({RESTORE.format(name=name)}), then {RUN}"
     # After anything but a keeper, run_experiment leaves the candidate at the best keeper, which is
     # the committed version (a keeper commits it; the baseline is a frozen file of its own).
     recorded = same_sha(current, last.get("candidate_sha")) or (
@@ -104,35 +110,37 @@ def problem(root: Path) -> str | None:
     if status in RED:
         desc = (last.get("desc") or "").strip()
         return (f"The last experiment {exp} ({desc!r}) ended with status {status}: the latest attempt is red. "
-                f"Read its output (results.tsv, PROGRESS.md), fix the cause in {name} and run: {RUN} "
+                f"Read its output (results.tsv, PROGRESS.md), fix the cause in {name}, {RUN} "
                 f"-- or, if you abandon that idea, note it under Dead ends in PROGRESS.md and re-measure the "
-                f'current best: python harness/run_experiment.py --desc "re-measure best after {exp}"')
+                f'current best the same way, with "desc": "re-measure best after {exp}"')
     return unmeasured_variants(root, rows)
 
 
 def unmeasured_variants(root: Path, rows: list[dict[str, str]]) -> str | None:
     """A wave's variant (candidates/*.py) that no row measured: written, never recorded."""
-    folder = root / CANDIDATES_DIR
     recorded = [r.get("candidate_sha") for r in rows]
-    files = sorted(folder.glob("*.py")) if folder.is_dir() else []
-    new = [f for f in files if not any(same_sha(sha256_file(f), r) for r in recorded)]
+    try:
+        files = [f"{CANDIDATES_DIR}/{n}" for n in nofollow.listdir(root, CANDIDATES_DIR) if n.endswith(".py")]
+        new = [f for f in files if not any(same_sha(nofollow.sha256(root, f), r) for r in recorded)]
+    except (OSError, ValueError) as e:
+        return f"{e}: delete it, or make it a plain file and measure it."
     if not new:
         return None
-    names = " ".join(f"{CANDIDATES_DIR}/{f.name}" for f in new)
+    names = " ".join(new)
     return (f"{names}: not measured yet (no row of results.tsv has its sha256). Measure them in one wave: "
-            f"{WAVE.format(files=names)} -- or delete the ones you dropped.")
+            f"{WAVE.format(files=', '.join(json.dumps(f) for f in new))} -- or delete the ones you dropped.")
 
 
 def committed_differs(root: Path, name: str) -> bool:
     """True when git can show the committed candidate and the file on disk differs from it."""
-    try:
-        p = subprocess.run(["git", "-C", str(root), "show", f"HEAD:./{name}"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    if p.returncode != 0:
+    work = git_plumbing.top(root)
+    committed = git_plumbing.show(work, "HEAD", os.path.relpath(root / name, work)) if work else None
+    if committed is None:
         return False  # no git, no commit, or the file is not tracked: nothing to compare with
-    cand = root / name
-    return not cand.is_file() or cand.read_bytes() != p.stdout
+    try:
+        return nofollow.read_bytes(root, name) != committed
+    except (OSError, ValueError):
+        return True
 
 
 def counter_file(payload: dict) -> Path:
@@ -143,7 +151,9 @@ def counter_file(payload: dict) -> Path:
 
 
 LOCK = Path("runs") / "run_experiment.lock"  # harness/run_experiment.py acquire_lock(); wave.py holds it too
-HARNESS_RUNS = ("harness/run_experiment.py", "harness/wave.py")
+# The programs that take it: the scripts, the agent's door and the person's program (console scripts).
+HARNESS_RUNS = ("harness/run_experiment.py", "harness/wave.py", "harness/door.py", "harness/person.py",
+                "/auto-optim-agent", "/auto-optim")
 
 
 def harness_running(root: Path) -> bool:

@@ -8,21 +8,28 @@ wiring under test does not depend on the model, and an experiment on the toy tak
 CPU cores instead of minutes). Its tiny input, reference and pool are made with the repo's tools,
 or copied from a toy workspace that has them (tests/conftest.py's `toy` fixture: the same goals.json
 and adapter, so the same assets, and two interpreter starts fewer).
+
+Its .claude/settings.json is made as a person makes it after retargeting (`auto-optim settings`:
+harness/hooks/policy.py, from the copy's own goals.json), and install_entry_points() stands for
+`pip install -e` of the copy: the console scripts pyproject.toml names, in a folder outside it that
+the test puts first on PATH, so `auto-optim-agent` serves this copy and not the main checkout.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
 TOY = REPO / "tests" / "toy_target"
 COPY = [REPO / "harness", REPO / ".claude", REPO / "AGENTS.md", REPO / "program.md", REPO / "PROGRESS.md",
-        REPO / ".gitignore", TOY / "goals.json", TOY / "toymodel"]
+        REPO / ".gitignore", REPO / "pyproject.toml", REPO / "candidates", TOY / "goals.json", TOY / "toymodel"]
 # The frozen toy model sleeps TOY_DELAY_S a call, which its fp32 eager baseline pays in full; this
 # candidate sleeps less, so the experiments the tests run are keepers by construction.
 DELAY_S = "0.3"
@@ -49,6 +56,40 @@ def harness_env(root: Path) -> dict:
     return env
 
 
+def write_settings(root: Path) -> None:
+    """.claude/settings.json for the copy as it stands (its targets, adapter and frozen code), from its
+    own policy module; a checkout without one (before issue 40) gets the toy's deny rules added by hand."""
+    policy_file = root / "harness" / "hooks" / "policy.py"
+    if policy_file.is_file():
+        spec = importlib.util.spec_from_file_location("scratch_policy", policy_file)
+        policy = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(policy)
+        (root / ".claude" / "settings.json").write_text(policy.settings_text(root))
+        return
+    settings = json.loads((root / ".claude" / "settings.json").read_text())
+    deny = settings["permissions"]["deny"]
+    deny += [rule for rule in ("Edit(/toymodel/**)", "Edit(/split.py)") if rule not in deny]
+    (root / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2))
+
+
+def install_entry_points(root: Path, bin_dir: Path) -> list[str]:
+    """What `pip install -e ROOT` puts on PATH, for the copy: a script per pyproject.toml
+    [project.scripts] entry in bin_dir (outside the copy), run by this interpreter (outside it too),
+    importing the copy's package with the copy appended to sys.path, as the editable install's .pth
+    does. The names made ([] for a checkout without pyproject.toml: nothing to install)."""
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():
+        return []
+    scripts = tomllib.loads(pyproject.read_text()).get("project", {}).get("scripts", {})
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, target in scripts.items():
+        module, _, func = target.partition(":")
+        (bin_dir / name).write_text(f"#!{sys.executable}\nimport sys\nsys.path.append({str(root)!r})\n"
+                                    f"from {module} import {func}\nsys.exit({func}())\n")
+        (bin_dir / name).chmod(0o755)
+    return sorted(scripts)
+
+
 def run(cmd: list[str], root: Path, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -69,9 +110,7 @@ def make_scratch_repo(root: Path, assets_from: Path | None = None) -> dict:
     (root / "split.py").write_text("# code the adapter would run, frozen by goals.json\n")
     goals = json.loads((root / "goals.json").read_text())
     (root / "goals.json").write_text(json.dumps(goals | {"frozen": ["split.py"]}, indent=2))
-    settings = json.loads((root / ".claude" / "settings.json").read_text())
-    settings["permissions"]["deny"] += ["Edit(/toymodel/**)", "Edit(/split.py)"]
-    (root / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2))
+    write_settings(root)
     (root / "optimize.py").write_text(CANDIDATE)
     env = harness_env(root)
     make = [[sys.executable, "harness/make_latent.py", "--preset", "tiny", "--seeded"],
