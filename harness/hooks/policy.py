@@ -162,6 +162,9 @@ def settings(root: Path) -> dict[str, Any]:
     deny += [f"Read(/{p}/**)" for p in secret_paths(root)] + [f"Read({KEY_DIR}/**)"]
     deny += list(DENIED_TOOLS)
     return {
+        # Claude Code keeps a Bash call's cwd for the next one (the agent could start the door in a folder
+        # of its choosing); this makes every call start at the project root again (measured with 2.1.330).
+        "env": {"CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR": "1"},
         "sandbox": {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
                     "allowUnsandboxedCommands": True, "filesystem": {"denyRead": [KEY_DIR]}},
         "permissions": {"allow": [f"Edit({p})" for p in AGENT_FILES] + [f"Bash({c})" for c in UNSANDBOXED],
