@@ -48,6 +48,10 @@ def check_committed(repo: Any, goals: Goals) -> None:
 
 
 def check_frozen(base: dict[str, str] | None, fh: str) -> None:
+    """Refuse a run whose frozen files differ from its baseline's. The goals file is one of them: it
+    is checked first (harness/goals.py), so a broken one is named as such, never answered with
+    --rebaseline, which would start a new comparison on it."""
+    _common.load_goals()  # read once per process: the same check the tools made when they started
     if base and base["frozen_hash"] != fh:
         raise Refused(
             f"the frozen files (harness/, the adapter's package, goals.json and what it names frozen) hash to "

@@ -124,13 +124,14 @@ def test_adapter_contract_checked_at_load(tmp_path: Path) -> None:
     (ws / "halfmodel" / "__init__.py").write_text("")
     (ws / "halfmodel" / "target.py").write_text("def load_model(device='cpu'):\n    return None\n\n"
                                                  "def weights_kind():\n    return 'synthetic'\n")
-    (ws / "goals.json").write_text('{"adapter": "halfmodel.target", "floor": {"work": "bytes"}}')
+    rest = '"presets": {"tiny": {"input_shape": [1]}}, "gate": {}, "stop_rule": {}'  # what every goals file names
+    (ws / "goals.json").write_text('{"adapter": "halfmodel.target", "floor": {"work": "bytes"}, ' + rest + '}')
     with use(ws), pytest.raises(C.SetupError) as e:
         C.load_adapter(C.load_goals())
     msg = str(e.value)
     assert "\n" not in msg and "lacks 6 functions" in msg, msg
     for fn in ("weights_id(", "make_input(", "reference(", "output_shape(", "compare(", "min_bytes("):
         assert fn in msg, fn
-    (ws / "goals.json").write_text('{"adapter": "nosuch.target"}')
+    (ws / "goals.json").write_text('{"adapter": "nosuch.target", ' + rest + '}')
     with use(ws), pytest.raises(C.SetupError, match="adapter module nosuch.target .* not found"):
         C.load_adapter(C.load_goals())

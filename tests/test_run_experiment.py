@@ -305,7 +305,7 @@ def test_code_goals_names_frozen_is_in_the_frozen_hash(tmp_path: Path) -> None:
         (ws / "split.py").unlink()
         with pytest.raises(C.SetupError, match="frozen path that does not exist: .*split.py"):
             C.frozen_files()
-        for bad, why in (("split.py", "not a list of paths"), (["/etc/passwd"], "not a list of paths"), ([3], "not a list"),
+        for bad, why in (("split.py", "must be a list of paths"), (["/etc/passwd"], "must be a list of paths"), ([3], "must be a list"),
                          (["../x"], "a path out of it"), (["."], "the folder itself"), (["./optimize.py"], "the candidate")):
             (ws / "goals.json").write_text(json.dumps(goals | {"frozen": bad}))
             with pytest.raises(C.SetupError, match=f"frozen .*{why}"):

@@ -243,7 +243,7 @@ def test_a_preset_of_ranks_needs_a_target_that_splits(tmp_path: Path) -> None:
     """The toy's adapter has no build_split: a preset of 2 ranks is a setup error before anything
     starts, and a preset's ranks must be a whole number >= 1."""
     goals = json.loads((TOY / "goals.json").read_text())
-    for ranks, says in ((2, "has no build_split to run a call across them"), (0, "not a whole number >= 1")):
+    for ranks, says in ((2, "has no build_split to run a call across them"), (0, "ranks must be a whole number >= 1")):
         ws = tmp_path / f"ranks{ranks}"
         ws.mkdir()
         (ws / "toymodel").symlink_to(TOY / "toymodel", target_is_directory=True)
