@@ -3,8 +3,8 @@
     keeper_facts, candidate_facts = measure_pair(keeper_session, candidate_session, pairs)
 
 Both workers are built (one at a time), then the timed calls alternate in pairs whose order (keeper
-first or candidate first) is drawn from os.urandom, so the machine's drift falls on both alike
-(harness/keep_rule.py reads the pairs). Only the worker being timed runs: the other one, and
+first or candidate first) is drawn from os.urandom, half of them each way (balanced), so the
+machine's drift falls on both alike (harness/keep_rule.py reads the pairs). Only the worker being timed runs: the other one, and
 everything it started, is stopped (SIGSTOP) for the whole call, so it cannot take the CPU or the
 GPU's queue from its rival. Work a worker queued on the GPU before saying "done" could still run
 into the rival's call: before each call the harness waits until NVML reads the GPU idle, and a
@@ -48,7 +48,8 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
                  keeper_in_full: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """Measure both with `pairs` timed calls each, alternating. The candidate's facts get "paired":
     the keeper's timed calls beside its own. A keeper that fails leaves the candidate measured alone
-    (its facts say why in "paired_error"). A candidate that fails ends the pairs, unless the
+    (its facts say why in "paired_error": the keep rule then finds it inconclusive). A candidate
+    that fails ends the pairs, unless the
     keeper's own figures are wanted (keeper_in_full: a first run's baseline, recorded as a row):
     its calls then go on alone, its rival's worker already gone (Measuring.fail)."""
     both = (keeper, candidate)
@@ -57,8 +58,8 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
         _only(s, both)
         facts[s] = s.begin(want_frame=want_frame and s is candidate, runs=pairs)
     last: Session = candidate  # begun last: its warm-up's work must not run into the keeper's first call
-    for _ in range(pairs):
-        order = both if _rng.getrandbits(1) else both[::-1]
+    for keeper_first in balanced(pairs):
+        order = both if keeper_first else both[::-1]
         for s in order:
             if facts[s]["status"] != "measured":
                 continue
@@ -79,10 +80,24 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
     kf, cf = keeper.finish(facts[keeper]), candidate.finish(facts[candidate])
     if kf["passed"] and cf["passed"]:
         cf["paired"] = {"keeper_sha": kf["candidate_sha"][:16], "keeper_times_s": kf["times_s"],
-                        "keeper_warmup_s": kf["warmup_s"], "keeper_median_s": kf["median_s"]}
+                        "keeper_warmup_s": kf["warmup_s"], "keeper_median_s": kf["median_s"],
+                        # a first run's baseline, measured here in full: its row is this measurement, so
+                        # it has no earlier figure to drift from (harness/keep_rule.py)
+                        "baseline_now": keeper_in_full}
     elif cf["passed"]:
         cf["paired_error"] = f"the keeper failed beside it: {kf['reason']}"
     return kf, cf
+
+
+def balanced(pairs: int, rng: random.Random = _rng) -> list[bool]:
+    """Which pairs time the keeper first: half of them (one more either way for an odd count), in
+    an order drawn from os.urandom. A machine that drifts steadily slows the second call of every
+    pair a little: with the halves balanced it moves half the pairs one way and half the other, so
+    it cannot line all six up as a gain or a loss (harness/keep_rule.py), as one run in 32 of
+    independent coin flips would."""
+    firsts = [True, False] * (pairs // 2) + ([bool(rng.getrandbits(1))] if pairs % 2 else [])
+    rng.shuffle(firsts)
+    return firsts
 
 
 def _only(s: Session, both: tuple[Session, ...]) -> None:

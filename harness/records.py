@@ -4,6 +4,8 @@ Usage:
     python harness/records.py leaderboard      # regenerate leaderboard.md from results.tsv
     python harness/records.py show             # print the rows of results.tsv
     python harness/records.py restore          # put back rows that git's last commit or records/ hold
+    python harness/records.py source EXP       # print the candidate source an experiment measured
+                                               # (... > optimize.py brings back a reverted edit)
 
 Importable: read_rows, append_row, row_from_record, check_complete, restore, next_exp_id,
 baseline_row, best_row, records_lock, lock_file (leaderboard.md and PROGRESS.md: harness/leaderboard.py). Every write
@@ -46,7 +48,7 @@ COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s
 # Rows written before the worker harness: 16 cells, `psnr_db` where `quality` is now. They are read
 # as they are (the missing cells read "-"); the first append rewrites only the header line.
 LEGACY_COLUMNS = COLUMNS[:7] + ["psnr_db"] + COLUMNS[8:16]
-STATUSES = ("baseline", "keep", "revert", "rerun", "gate_fail", "crash", "timeout", "tampered")
+STATUSES = ("baseline", "keep", "revert", "inconclusive", "rerun", "gate_fail", "crash", "timeout", "tampered")
 KEEPERS = ("baseline", "keep")
 RED = ("gate_fail", "crash", "timeout", "tampered")
 HEADER = "\t".join(COLUMNS) + "\n"
@@ -229,6 +231,23 @@ def restore(path: Path | None = None) -> list[str]:
     return sorted(set(lines) - had, key=exp_number)
 
 
+def recorded_source(exp: str | None) -> str:
+    """The candidate source an experiment measured, as its record holds it (records/<exp>.json
+    "source"): what a revert, an inconclusive run or a failure put aside."""
+    if not exp or exp_number(exp) < 0:
+        raise SetupError(f"name the experiment whose source to print (e005), not {exp!r}")
+    path = results_path().parent / "records" / f"{exp}.json"
+    try:
+        source = json.loads(path.read_text()).get("source")
+    except OSError as e:
+        raise SetupError(f"{path} cannot be read ({e.strerror}); {RESTORE} puts back what git holds") from None
+    except ValueError:
+        raise SetupError(f"{path} is not valid JSON; {RESTORE} puts back what git holds") from None
+    if not isinstance(source, str):
+        raise SetupError(f"{path} holds no candidate source (a baseline's is harness/baselines/, or an older record)")
+    return source
+
+
 def lock_file(path: Path, wait: bool) -> Any:
     """An exclusive lock on `path`, held while the returned file is open (the OS frees it if the
     process dies). wait=False: the holder's note (a str) at once when another process holds it."""
@@ -306,9 +325,13 @@ def utc_now() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=["leaderboard", "show", "restore"])
+    p.add_argument("action", choices=["leaderboard", "show", "restore", "source"])
+    p.add_argument("exp", nargs="?", help="with source: the experiment (e005)")
     a = p.parse_args(argv)
     try:
+        if a.action == "source":
+            sys.stdout.write(recorded_source(a.exp))
+            return 0
         if a.action == "restore":
             with records_lock():
                 added = restore()

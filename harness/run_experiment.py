@@ -3,7 +3,7 @@
 Usage:
     python harness/run_experiment.py --desc "bf16 weights" [--preset P] [--candidate FILE]
                                      [--device cpu|cuda] [--timeout S] [--no-profile] [--unsandboxed]
-    python harness/run_experiment.py --desc "..." --measure-only --record-out rec.json [--best-median S]
+    python harness/run_experiment.py --desc "..." --measure-only --record-out rec.json
     python harness/run_experiment.py --apply rec.json
     add --rebaseline (a person, on purpose) to start a new comparison: a new baseline row first
 
@@ -15,16 +15,20 @@ measured against it. So the first thing a user sees is a true ratio over fp32 ea
 The keep rule (harness/keep_rule.py, the one place it is decided). The candidate is timed in
 alternation with the code it would replace, the current keeper (the latest keep since the
 baseline, whose source optimize.py holds; on a first run the baseline), each in a worker of its
-own (harness/alternate.py); it is kept if every call passed the gate and the confidence interval
-of its paired gain clears goals.json noise_threshold, or by the warm-up rule ("warmup_gain").
-A keeper's source becomes optimize.py (goals.json "candidate") and is committed, then profiled in
-the same worker. Anything else leaves optimize.py at the current keeper: after a
-revert of an edited optimize.py it is put back; a --candidate file is never modified. The best or
-the current keeper's own source measured again (on a fresh machine, say) is a `rerun`, with its
+own (harness/alternate.py), and judged only against it: kept if every call passed the gate and the
+confidence interval of its paired gain lies beyond goals.json noise_threshold (by more than it is
+wide), or by the warm-up rule ("warmup_gain"); reverted if the interval shows no gain beyond the
+threshold; inconclusive (not kept: run again on a quieter machine) when the pairs cannot tell, or
+the keeper ran more than 10% slower beside it than on its own row. A keeper's source becomes
+optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
+else leaves optimize.py at the current keeper: after a revert, an inconclusive run or a failure of
+an edited optimize.py it is put back, the candidate's source kept in its record (python
+harness/records.py source EXP prints it); a --candidate file is never modified. The best or the
+current keeper's own source measured again (on a fresh machine, say) is a `rerun`, with its
 distance from that keeper.
 
-Every attempt appends exactly one row to results.tsv (baseline, keep, revert, rerun, gate_fail,
-crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
+Every attempt appends exactly one row to results.tsv (baseline, keep, revert, inconclusive, rerun,
+gate_fail, crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
 record to records/<exp>.json (the source, every figure, the profile and quality strip of a
 keeper), regenerates leaderboard.md and this machine's progress/<preset>-<machine>.png and adds a
 line to PROGRESS.md.
@@ -38,13 +42,13 @@ records.lock: held by apply from reading results.tsv to the last write, so write
 together stay whole.
 
 Record-file mode, for a GPU machine without .git: --measure-only measures (and profiles a
-would-be keeper, judged against --best-median or results.tsv there) and writes a JSON record,
+would-be keeper, judged against the keeper timed beside it) and writes a JSON record,
 signed with the person's key (harness/signing.py; give that machine a copy of the key folder
 through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checkout, for a record
 that key signed only, and checks every field of it (read_record_file, validate_record).
 --apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's: Claude
 Code's hook (harness/hooks/guard_frozen.py) refuses them to the agent.
-Exit: 0 measured and recorded (baseline, keep, revert, rerun: the candidate passed every check,
+Exit: 0 measured and recorded (baseline, keep, revert, inconclusive, rerun: the candidate passed every check,
 whatever the decision), 1 recorded but the candidate failed (gate_fail, crash, timeout, tampered),
 2 refused (nothing recorded), 130 interrupted (Ctrl-C; nothing recorded for the run in progress).
 """
@@ -57,6 +61,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -96,7 +101,11 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     """The GPU half: a baseline record first when this machine has none, then the candidate's.
     The candidate is timed in alternation with the code it would replace (harness/alternate.py):
     the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper, when
-    --best-median names the figure to beat, or when the keeper's source is nowhere to be found."""
+    when it re-runs a keeper (harness/keep_rule.py: a candidate is judged only against its keeper
+    timed beside it, never against a figure recorded at another time)."""
+    if a.best_median is not None:
+        raise Refused("--best-median is not used any more: a candidate is judged only against its keeper timed beside "
+                      "it (harness/keep_rule.py), never against a figure; measure without it")
     device = a.device or _common.default_device()
     preset = _common.pick_preset(goals, a.preset, device)
     cand = (a.candidate or _common.root() / goals["candidate"]).resolve()
@@ -116,10 +125,14 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     keeper_dir = None
     if first:
         keeper = BASELINE
-    elif a.best_median is not None or rerun_of(_common.sha256_bytes(cand.read_bytes())[:16], best, current):
+    elif rerun_of(_common.sha256_bytes(cand.read_bytes())[:16], best, current):
         keeper = None
     else:
         keeper, keeper_dir = keeper_file(current, goals)
+        if keeper is None:
+            raise Refused(f"the current keeper {current['exp']}'s source is in neither records/{current['exp']}.json nor "
+                          f"its commit {current['commit']}, so the candidate cannot be timed beside it; restore records/ "
+                          f"(python harness/records.py restore), or (a person) start a new comparison with --rebaseline")
     t0 = time.perf_counter()
     try:
         recs = _measure_files(a, goals, preset, device, fh, keeper, cand, first, (best, current))
@@ -141,21 +154,41 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
 
 def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[Path | None, Path | None]:
     """The current keeper's source as a file to measure beside the candidate (a private temporary
-    folder, removed after), and that folder: the baseline's file, or the source its record holds."""
+    folder, removed after), and that folder: the baseline's file, or the source its record holds,
+    else the candidate file as its row's commit holds it; (None, None) when neither is its code."""
     if current is None:
         return None, None
     if current["status"] == "baseline":
         return (BASELINE, None) if _common.sha256_bytes(BASELINE.read_bytes())[:16] == current["candidate_sha"] else (None, None)
-    try:
-        source = json.loads((_common.root() / "records" / f"{current['exp']}.json").read_text())["source"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None, None
-    if not isinstance(source, str) or _common.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
+    source = _recorded_source(current["exp"])
+    if source is None or _common.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
+        source = _committed_source(current.get("commit", "-"), goals)
+    if source is None or _common.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
         return None, None
     folder = Path(tempfile.mkdtemp(prefix="auto-optim-keeper-"))
     path = folder / Path(goals["candidate"]).name
     path.write_text(source)
     return path, folder
+
+
+def _recorded_source(exp: str) -> str | None:
+    try:
+        source = json.loads((_common.root() / "records" / f"{exp}.json").read_text())["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return source if isinstance(source, str) else None
+
+
+def _committed_source(commit: str, goals: dict[str, Any]) -> str | None:
+    """The candidate file as a keeper's commit holds it (a keep commits its source as the candidate)."""
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit or ""):
+        return None
+    try:
+        p = subprocess.run(["git", "show", f"{commit}:./{goals['candidate']}"], cwd=_common.root(),
+                           capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout.decode(errors="replace") if p.returncode == 0 else None
 
 
 def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, device: str, fh: str,
@@ -187,7 +220,8 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
         rec["reason"] = facts["reason"]
         if facts["passed"]:
             rec["metric"], rec["metric_spread"] = metric_of(facts, goals, preset)
-            rec["would_be"] = "baseline" if rec["rebaseline"] else keep_rule.judge_record(rec, goals, *keepers, figure, _common.root() / "records").status
+            rec["would_be"] = "baseline" if rec["rebaseline"] else keep_rule.judge_record(
+                rec, goals, *keepers, _common.root() / "records").status
             if not rec["rebaseline"]:
                 rec["strip_png"] = quality_strip_b64(s, out, rec["desc"])
             if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
@@ -199,7 +233,6 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
     ranks = goals.presets[preset].ranks
     base_desc = BASELINE_DESC + (BASELINE_ON_ONE.format(ranks=ranks) if ranks > 1 else "")
     recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(cand, a.desc, False)]
-    figure = None if first else a.best_median
     try:
         if keeper is None:
             with Session(cand, preset, device, **options) as s:
@@ -234,10 +267,16 @@ def memory_check(goals: dict[str, Any], preset: str, device: str, cand: Path,
 
 
 def pairs(goals: dict[str, Any], preset: str, s: Any) -> int:
-    """Timed pairs: the preset's timed_runs, at least keep_rule.MIN_PAIRS, as far as the pool allows
-    (each call gets a fresh input; a keeper's profile takes two more)."""
-    want = max(keep_rule.MIN_PAIRS, int(goals["presets"][preset].get("timed_runs", _common.MIN_RUNS)))
-    return max(_common.MIN_RUNS, min(want, len(s.pool) + 1 - s.warmup - 2))
+    """Timed pairs: the preset's timed_runs as written (goals.json: at least keep_rule.MIN_PAIRS),
+    refused where the pool cannot give every call a fresh input (the benchmark input, then a pool
+    input a call; a keeper's profile takes two more)."""
+    want = goals.presets[preset].timed_runs
+    need = s.warmup + want - 1 + 2
+    if len(s.pool) < need:
+        raise Refused(f"preset {preset} asks for {want} timed pairs after {s.warmup} warm-up call(s): its pool holds "
+                      f"{len(s.pool)} inputs, they need {need}; remake it (python harness/make_reference.py --only pool "
+                      f"--force) with goals.json pool.size >= {need}")
+    return want
 def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """The keeper's profile as markdown, and the figures the stop rule reads (harness/floor.py)."""
     from harness import profile
