@@ -356,11 +356,14 @@ def test_after_a_warm_up_keep_the_current_keeper_is_the_reference(tmp_path: Path
     assert K.rerun_of("03aa" + "0" * 12, best, current)["exp"] == "e044"
     assert K.rerun_of("beef" + "0" * 12, best, current) is None
     # The warm-up clause compares with the current keeper: 24 s is no gain over e047's 15.4 s.
-    facts = {"times_s": [2.150] * 5, "median_s": 2.150, "warmup_s": 24.0}
+    def rec(beside: dict) -> dict:  # timed beside that keeper, at its row's median
+        facts = {"times_s": [2.150] * 6, "median_s": 2.150, "warmup_s": 24.0,
+                 "paired": {"keeper_sha": beside["candidate_sha"], "keeper_times_s": [float(beside["median_s"])] * 6}}
+        return {"facts": facts, "metric": 2.150, "candidate_sha": "beef" + "0" * 12}
+
     goals = {"noise_threshold": 0.01, "warmup_gain": 0.15}
-    rec = {"facts": facts, "metric": 2.150, "candidate_sha": "beef" + "0" * 12}
-    assert K.judge_record(rec, goals, best, current | {"warmup_s": 15.4}).status == "revert"
-    assert K.judge_record(rec, goals, best, best | {"warmup_s": 28.8}).status == "keep"  # what e044's figure would say
+    assert K.judge_record(rec(current), goals, best, current | {"warmup_s": 15.4}).status == "revert"
+    assert K.judge_record(rec(best), goals, best, best | {"warmup_s": 28.8}).status == "keep"  # what e044's figure would say
     R.append_row(row | {"exp": "e048", "status": "baseline", "median_s": 9.9, "metric": 9.9, "candidate_sha": "b"}, path)
     assert R.current_row(R.read_rows(path), "full", "H100")["exp"] == "e048"  # a new baseline starts over
 
