@@ -52,7 +52,7 @@ def test_a_split_decode_is_measured_and_recorded(group_workspace: Path, capsys: 
     two = f"2x {_common.env_info('cpu')['gpu']}"
     assert (base["status"], base["gpu"], base["preset"]) == ("baseline", two, PRESET)
     assert "on one, the others idle" in base["desc"]  # the yardstick: fp32 eager on one rank
-    assert cand["gpu"] == two and cand["status"] in ("keep", "revert")  # measured and judged: every call passed
+    assert cand["gpu"] == two and cand["status"] in ("keep", "revert", "inconclusive")  # measured and judged: every call passed
     assert "2 ranks" in cand["sandbox"] and cand["sandbox"].startswith("bwrap")
     facts = json.loads((ws / "records" / f"{cand['exp']}.json").read_text())["facts"]
     assert facts["ranks"] == 2 and facts["peak_mem_of"] == "the largest of 2 ranks"
