@@ -203,6 +203,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise run_experiment.Refused(f"candidate file not found: {missing[0]}")
+    records.check_complete()  # before minutes of measuring, as run_experiment does: apply checks again
     slots = gpu_slots(a, device, len(files))
     if not slots:
         raise run_experiment.Refused("no GPU to measure on (pass --gpus, or --device cpu)")
