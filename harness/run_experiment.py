@@ -75,6 +75,7 @@ from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
 from harness.locks import acquire_lock, device_lock, device_slot  # noqa: E402
 from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
+from harness.prepare import DISK_ERRORS, disk_error  # noqa: E402
 from harness.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
 from harness.records import Refused  # noqa: E402
 
@@ -368,6 +369,14 @@ def main(argv: list[str] | None = None) -> int:
     except (Refused, _common.SetupError) as e:
         print(f"run_experiment: refused: {e}", file=sys.stderr)
         _common.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
+        return 2
+    except OSError as e:  # the disk or its permissions (records, results.tsv, a keeper's copy): not the candidate's
+        if e.errno not in DISK_ERRORS:
+            raise
+        why = (f"{disk_error(e)}; the rows recorded before it stay (python harness/records.py restore puts back "
+               f"what a half-written experiment left out of results.tsv or records/)")
+        print(f"run_experiment: {why}", file=sys.stderr)
+        _common.emit([f"REFUSED: {why}"], {"status": "refused", "reason": why})
         return 2
     last = results[-1]
     _common.emit(summary(results, goals), {"exp": last["exp"], "status": last["status"], "exps": [r["exp"] for r in results],
