@@ -309,8 +309,9 @@ def next_step(result: dict[str, Any], goals: dict[str, Any]) -> str:
     """What to do after this run, for this target, on this device, after this outcome."""
     row, status, exp = result["row"], result["status"], result["exp"]
     cand = goals["candidate"]
+    own = _common.goals_path() == (_common.REPO / "goals.json").resolve()  # the repository's target: no variable
     where = os.path.relpath(_common.goals_path(), Path.cwd())
-    command = ("" if where == "goals.json" else f"AUTO_OPTIM_GOALS={where} ") + "python harness/run_experiment.py --desc \"...\""
+    command = ("" if own else f"AUTO_OPTIM_GOALS={where} ") + "python harness/run_experiment.py --desc \"...\""
     if status in records.RED:
         return (f"Next: fix what 'why' says above in {cand} and run again ({command}); the candidate's source stays "
                 f"in records/{exp}.json (python harness/records.py source {exp} prints it).")

@@ -223,12 +223,12 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
             rec["metric"], rec["metric_spread"] = metric_of(facts, goals, preset)
             rec["would_be"] = "baseline" if rec["rebaseline"] else keep_rule.judge_record(
                 rec, goals, *keepers, _common.root() / "records").status
-            if not rec["rebaseline"]:
-                rec["strip_png"] = quality_strip_b64(s, out, rec["desc"])
             if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
                 rec["profile_md"], rec["profile"] = profile_md(s, facts, goals)
                 if not facts["passed"]:  # a profiled call is checked like the others
                     rec.update(outcome=facts["status"], reason=facts["reason"])
+            if not rec["rebaseline"]:  # after the profile's calls: its title quotes the row's final quality
+                rec["strip_png"] = quality_strip_b64(s, out, rec["desc"], facts)
         floor.annotate(facts, goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
 
     ranks = goals.presets[preset].ranks
@@ -290,7 +290,7 @@ def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[st
     return profile.to_markdown(r, "pending"), {k: r[k] for k in ("busy_fraction", "outside_largest", "largest_category", "kernel_time_s", "launches")}
 
 
-def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
+def quality_strip_b64(s: Any, out: Any, desc: str, facts: dict[str, Any]) -> str | None:
     """The strip PNG (base64, so it travels in a JSON record) from the benchmark output's worst frame."""
     if out is None or not hasattr(s.adapter, "frames"):
         return None
@@ -301,9 +301,7 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
         f = worst_frame(s.adapter, out, s.bench_ref.cpu(), s.goals["gate"])
         png = _common.root() / "runs" / f"strip_{os.getpid()}.png"
         png.parent.mkdir(parents=True, exist_ok=True)
-        title = (f"{desc}\nframe {f['index']} of {f['count']}, the one furthest from the reference: "
-                 f"{s.goals.quality_name} {f['quality']:.1f}")
-        plots.quality_strip(f["reference"], f["candidate"], png, title=title)
+        plots.quality_strip(f["reference"], f["candidate"], png, title=strip_title(desc, f, facts, s.goals.quality_name))
         data = base64.b64encode(png.read_bytes()).decode("ascii")
         png.unlink()
         return data
@@ -312,6 +310,19 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
     except Exception as e:  # noqa: BLE001 - a picture must never lose a record
         print(f"run_experiment: quality strip failed: {type(e).__name__}: {e}", file=sys.stderr)
     return None
+
+
+def strip_title(desc: str, frame: dict[str, Any], facts: dict[str, Any], name: str) -> str:
+    """The strip's title: its frame's quality, and the row's figure beside it with why they differ
+    (the row's is the worst over every checked output, each whole; the strip shows one frame of
+    the benchmark input's output), so the two never read as one figure that disagrees."""
+    checked = len(facts.get("checked") or [])
+    whole = facts.get("benchmark_quality")
+    return (f"{desc}\nframe {frame['index']} of {frame['count']} of the benchmark input's output, the one furthest "
+            f"from its reference: {name} {frame['quality']:.4g} on this frame"
+            + (f" ({whole:.4g} over the whole output)" if isinstance(whole, (int, float)) else "")
+            + (f"\nthe row's {name} {facts['quality']:.4g} is the worst over all {checked} checked outputs (fresh "
+               f"inputs too, each output whole), not this frame's" if isinstance(facts.get("quality"), (int, float)) else ""))
 
 
 def main(argv: list[str] | None = None) -> int:

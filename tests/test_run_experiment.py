@@ -218,6 +218,11 @@ def test_flow(tmp_path: Path) -> None:
         assert rc == (0 if status == "revert" else 1) and f["status"] == status, out  # 0: measured and recorded
         assert opt.read_text() == medium, f"{status}: optimize.py not restored byte for byte"
         assert json.loads((ws / "records" / f"{f['exp']}.json").read_text())["source"] == text  # kept on record
+        # ... and the run says so, with the command that brings it back (issue 43)
+        assert f"source is kept in records/{f['exp']}.json" in out and f"records.py source {f['exp']} > optimize.py" in out, out
+        with use(ws), contextlib.redirect_stdout(io.StringIO()) as printed:
+            assert R.main(["source", f["exp"]]) == 0
+        assert printed.getvalue() == text
         grows()
 
     # A --candidate file, untracked: never modified; a crash is a row; a keeper becomes optimize.py.
