@@ -23,21 +23,32 @@ from pathlib import Path
 from typing import Any
 
 from harness import busy
+from harness._common import SetupError
 from harness.session import Session
 
 _rng = random.SystemRandom()
 
 
+class CandidateDidNotStart(SetupError):
+    """The candidate's worker did not start while the keeper's did: its module (imported as the
+    worker starts, harness/worker.py) hung or killed it. The candidate's failure, not the setup's."""
+
+
 @contextlib.contextmanager
 def started(keeper: Path, candidate: Path, preset: str, device: str, **options: Any) -> Iterator[tuple[Session, Session]]:
-    """Two sessions on the same inputs, their workers started at once; both closed after."""
+    """Two sessions on the same inputs, their workers started at once (the candidate's awaited
+    first: its import fails fast); both closed after."""
     k = Session(keeper, preset, device, **options)
     c = Session(candidate, preset, device, assets_from=k, **options)
     try:
         k.spawn()
         c.spawn()
+        try:
+            c.await_ready()
+        except SetupError as e:
+            k.await_ready()  # a keeper that cannot start either: the setup's failure, as it was
+            raise CandidateDidNotStart(str(e)) from None
         k.await_ready()
-        c.await_ready()
         yield k, c
     finally:
         c.__exit__(None, None, None)
@@ -54,10 +65,13 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
     its calls then go on alone, its rival's worker already gone (Measuring.fail)."""
     both = (keeper, candidate)
     facts: dict[Session, dict[str, Any]] = {}
-    for s in both:  # built one at a time, the other one frozen
-        _only(s, both)
+    for s in (candidate, keeper):  # built one at a time, the other one frozen; the candidate first:
+        _only(s, both)             # one that fails to import or build is answered before the keeper's build
         facts[s] = s.begin(want_frame=want_frame and s is candidate, runs=pairs)
-    last: Session = candidate  # begun last: its warm-up's work must not run into the keeper's first call
+        if facts[candidate]["status"] != "measured" and not keeper_in_full:
+            candidate.resume()
+            return {"passed": False, "reason": "not measured: the candidate failed first"}, candidate.finish(facts[candidate])
+    last: Session = keeper  # begun last: its warm-up's work must not run into the candidate's first call
     for keeper_first in balanced(pairs):
         order = both if keeper_first else both[::-1]
         for s in order:

@@ -196,12 +196,16 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                    keeper: Path | None, cand: Path, first: bool,
                    keepers: tuple[Any, Any]) -> list[dict[str, Any]]:
     """One record per measured file: [baseline, candidate] on a first run, else [candidate]."""
-    from harness.alternate import measure_pair, started  # lazy: --apply and --help need no torch
+    from harness.alternate import CandidateDidNotStart, measure_pair, started  # lazy: --apply and --help need no torch
     from harness.session import Session
 
     options = {"unsandboxed": a.unsandboxed, "timeout": a.timeout}
+    broken = compile_error(cand)  # before any worker starts: compiling runs none of its code
+    if broken:
+        print(f"run_experiment: {broken}; recorded as a crash, no worker of its own started"
+              + ("; first the baseline this machine needs" if first else ""), file=sys.stderr, flush=True)
     try:  # first, while no other worker is alive (harness/memory_limit.py)
-        fits = memory_check(goals, preset, device, cand, options)
+        fits = None if broken else memory_check(goals, preset, device, cand, options)
     except _common.SetupError as e:
         raise Refused(str(e)) from None
 
@@ -231,10 +235,25 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                 rec["strip_png"] = quality_strip_b64(s, out, rec["desc"], facts)
         floor.annotate(facts, goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
 
+    def crashed(rec: dict[str, Any], reason: str) -> list[dict[str, Any]]:
+        """The candidate's record where it never ran a call: a crash, with why."""
+        source = cand.read_bytes()
+        rec.update(source=source.decode(errors="replace"), candidate_sha=_common.sha256_bytes(source)[:16],
+                   facts={"gpu": _common.env_info(device, ranks)["gpu"], "passed": False, "status": "crash",
+                          "reason": reason}, outcome="crash", reason=reason)
+        if first:  # the baseline alone: a first run records it whatever the candidate did
+            with Session(BASELINE, preset, device, **options) as k:
+                fill(recs[0], k, k.measure())
+            if recs[0]["outcome"] != "measured":
+                return recs[:1]
+        return recs
+
     ranks = goals.presets[preset].ranks
     base_desc = BASELINE_DESC + (BASELINE_ON_ONE.format(ranks=ranks) if ranks > 1 else "")
     recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(cand, a.desc, False)]
     try:
+        if broken:
+            return crashed(recs[-1], broken)
         if keeper is None:
             with Session(cand, preset, device, **options) as s:
                 fill(recs[-1], s, s.measure(want_frame=True))
@@ -250,9 +269,26 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                             "median_s": kf["median_s"], "candidate_sha": b["candidate_sha"],
                             "warmup_s": kf.get("warmup_s")},) * 2
             fill(recs[-1], s, cf)
+    except CandidateDidNotStart as e:  # its module is imported as its worker starts (harness/worker.py)
+        try:
+            return crashed(recs[-1], f"the candidate's worker did not start (its module is imported then): {e}")
+        except _common.SetupError as e2:
+            raise Refused(str(e2)) from None
     except _common.SetupError as e:
         raise Refused(str(e)) from None
     return recs
+
+
+def compile_error(path: Path) -> str | None:
+    """Why the candidate file does not compile, with its line, or None: compile() runs none of its
+    code, so a syntax error is answered in a second, before any worker starts."""
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        return f"candidate does not compile: {type(e).__name__}: {e.msg} ({path.name} line {e.lineno})"
+    except ValueError as e:  # a null byte
+        return f"candidate does not compile: {e}"
+    return None
 
 
 def memory_check(goals: dict[str, Any], preset: str, device: str, cand: Path,
