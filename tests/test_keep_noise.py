@@ -240,3 +240,30 @@ def test_the_idle_worker_is_stopped_with_all_it_started(tmp_path: Path) -> None:
     finally:
         process.signal_tree(proc.pid, signal.SIGKILL)  # this tree only
         proc.wait()
+
+
+def test_a_keeper_is_timed_from_its_commit_when_its_record_lacks_its_source(first_keeper: Path, tmp_path: Path) -> None:
+    """Issue 43: a candidate whose keeper's source was nowhere was measured alone and judged against
+    the keeper's recorded figure. The keeper's code is now found in its record, else in its commit;
+    where neither holds it, the run is refused before measuring, never judged against a figure."""
+    from harness import _common, run_experiment
+
+    ws = first_run(first_keeper, tmp_path)
+    rec = ws / "records" / "e002.json"
+    rec.write_text(json.dumps({k: v for k, v in json.loads(rec.read_text()).items() if k != "source"}))
+    with use(ws):
+        rows, goals = R.read_rows(), _common.load_goals()
+        path, folder = run_experiment.keeper_file(rows[1], goals)
+        try:
+            assert path.read_text() == (ws / "optimize.py").read_text()  # e002's commit holds it
+        finally:
+            shutil.rmtree(folder)
+        assert run_experiment.keeper_file(rows[1] | {"commit": "0" * 10}, goals) == (None, None)
+        (ws / "optimize.py").write_text(scaled(0.3))
+        a = argparse.Namespace(desc="x", preset=None, candidate=None, device="cpu", timeout=None, no_profile=True,
+                               unsandboxed=False, rebaseline=False, best_median=None, measure_only=True, record_out=None,
+                               apply=None)
+        tsv = ws / "results.tsv"
+        tsv.write_text(tsv.read_text().replace(rows[1]["commit"], "0" * 10))
+        with pytest.raises(run_experiment.Refused, match="e002's source is in neither records/e002.json nor its commit"):
+            run_experiment.measure(a, goals)
