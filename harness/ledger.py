@@ -316,9 +316,10 @@ def next_step(result: dict[str, Any], goals: dict[str, Any]) -> str:
         return (f"Next: fix what 'why' says above in {cand} and run again ({command}); the candidate's source stays "
                 f"in records/{exp}.json (python harness/records.py source {exp} prints it).")
     if status == "inconclusive":
-        return (f"Next: nothing was kept. Run the same command again when the machine is quieter (other jobs "
-                f"stopped: `uptime` shows the load), or on a GPU machine; python harness/records.py source {exp} > "
-                f"{cand} brings the candidate back first.")
+        back = f" (python harness/records.py source {exp} > {cand} brings it back first)" \
+            if " restored to " in (result.get("note") or "") else ""
+        return (f"Next: nothing was kept. Run the candidate again{back} when the machine is quieter (other jobs "
+                f"stopped: `uptime` shows the load)" + (", or on a GPU machine." if _common.on_cpu(row["gpu"]) else "."))
     if str(goals.get("description", "")).startswith("REPLACE"):  # harness/new_target.py's stand-in, as written
         return (f"Next: this target is still new_target.py's stand-in: replace its model, input and gate (README.md in "
                 f"{_common.root().name}/), commit, then run {command}.")
