@@ -1,4 +1,6 @@
-"""goals.json as a typed, read-only object: read once per process (again only if the file changes).
+"""goals.json as a typed, read-only object: read once per process (again only if the file changes),
+and checked then, key by key (check): a wrong type or range, or a missing adapter, presets, gate or
+stop_rule, is one line naming the key (every tool exits 2 with it), never a traceback later.
 
     goals = load()                  # harness/_common.py load_goals() returns the same object
     goals.better, goals.noise, goals.quality_name, goals.presets["tiny"].timed_runs
