@@ -80,20 +80,17 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
         assert R.restore() == ["e001", "e002"]
         assert R.restore() == []
     assert results.read_text() == full
+    records_refused_then_restored(ws)  # records/ too (issue 43)
     rc, f, out = measured(ws, "--desc", "after the restore", "--no-profile")
     assert rc == 0 and f["exp"] == "e003", out
 
 
-def test_missing_or_short_records_refused_then_restored(tmp_path: Path) -> None:
+def records_refused_then_restored(ws: Path) -> None:
     """Issue 43: with records/ deleted the next run went on (a RERUN row, 120 records gone), while a
     deleted results.tsv was refused. Now records/ is checked like results.tsv: a row's record or one
     git's last commit holds, missing, is refused in one line naming the command that restores it,
-    which takes them from git; a record no commit holds is written as lost, from its row."""
-    ws = make_toy(tmp_path / "toy", git=True)
-    (ws / "optimize.py").write_text(candidate(SLOW))
-    subprocess.run(["git", "commit", "-qam", "slow"], cwd=ws, check=True)
-    rc, f, out = measured(ws, "--desc", "first run", "--no-profile")
-    assert rc == 0 and f["exps"] == ["e001", "e002"], out  # e001 committed with its record; e002 (a revert) not yet
+    which takes them from git; a record no commit holds is written as lost, from its row.
+    (A workspace after a first run: e001 committed with its record, e002's record not yet.)"""
     folder = ws / "records"
     kept = {p.name: p.read_bytes() for p in folder.iterdir()}
     results = (ws / "results.tsv").read_text()
