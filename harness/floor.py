@@ -264,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
 
             preset = _common.pick_preset(goals, a.preset, device)
             gpu = _common.env_info(device)["gpu"]
+            if _common.on_cpu(gpu):  # no probe, profile or busy figure here can change that
+                _common.emit([f"stop rule on {gpu} [{preset}]: not judged on a CPU. A CPU has no floor (its probed rates "
+                              f"are no peak a GPU candidate is held to) and no GPU busy figure, so no run here can meet "
+                              f"the stop rule, and floor.py changes nothing; run floor.py --verdict on the GPU machine"],
+                             {"stop": False, "best": None, "reasons": ["a CPU has no floor"]})
+                return 0
             stop, why, exp = verdict_for_rows(records.read_rows(), goals, preset, gpu, load_peak(gpu), adapter,
                                               _common.root() / "records")
             verdict_text = ("STOP (on the candidate's own FLOP count and profile, with the harness's busy sample: "

@@ -51,6 +51,10 @@ def check_committed(repo: Path | None, goals: Goals) -> None:
 
 
 def check_frozen(base: dict[str, str] | None, fh: str) -> None:
+    """Refuse a run whose frozen files differ from its baseline's. The goals file is one of them: it
+    is checked first (harness/goals.py), so a broken one is named as such, never answered with
+    --rebaseline, which would start a new comparison on it."""
+    _common.load_goals()  # read once per process: the same check the tools made when they started
     if base and base["frozen_hash"] != fh:
         raise Refused(
             f"the frozen files (harness/, the adapter's package, goals.json and what it names frozen) hash to "
@@ -108,17 +112,17 @@ def restore(keeper: dict[str, str] | None, goals: dict[str, Any], preset: str, r
         rel = os.path.relpath(root / name, repo)
         blob = git_plumbing.show(repo, keeper["commit"], rel)
         if blob is None:
-            return f"optimize.py left as it is: {rel} is not in {keeper['exp']}'s commit {keeper['commit']}"
+            return f"{name} left as it is: {rel} is not in {keeper['exp']}'s commit {keeper['commit']}"
         source, where = blob.decode(), f"the version committed with {keeper['exp']} ({keeper['commit']})"
     else:
-        return "optimize.py left as it is (no keeper to restore yet)"
+        return f"{name} left as it is (no keeper to restore yet)"
     try:
         if _read_target(goals) == source:
-            return f"optimize.py is already {where}"
+            return f"{name} is already {where}"
         nofollow.write_bytes(root, name, source)
     except nofollow.NotPlain as e:
-        return f"optimize.py left as it is: {e}"
-    return f"optimize.py restored to {where}"
+        return f"{name} left as it is: {e}"
+    return f"{name} restored to {where}"
 
 
 def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) -> tuple[int, dict[str, Any]]:
@@ -162,7 +166,8 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         if is_baseline:
             status = "baseline"
         else:
-            v = keep_rule.judge_record(rec, goals, best, current, None, _common.root() / "records")
+            v = keep_rule.judge_record(rec, goals, best, current, _common.root() / "records",
+                                       records.keepers(rows, preset, gpu))
             status, verdict, reproduced = v.status, v.reason, v.reproduced
     base_row = base if not is_baseline else None
     speedup = None
@@ -196,6 +201,9 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         _saved_best(preset).unlink(missing_ok=True)
     elif measured_target:
         note = restore(current, goals, preset, repo)
+        if " restored to " in note:  # the edit it replaced is in the record
+            note += (f"; the candidate's source is kept in records/{exp}.json (\"source\"): python harness/records.py "
+                     f"source {exp} > {_target(goals)[1]} brings it back")
     # A keeper's profile and quality strip go to profiles/ and quality/; its record points at them.
     files = {}
     if status in records.KEEPERS and rec.get("profile_md"):
@@ -241,7 +249,8 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         print(f"run_experiment: NOT COMMITTED: {unsaved[0]}", file=sys.stderr)
     return (1 if status in records.RED or unsaved else 0), {"unsaved": unsaved[0] if unsaved else None,
         "exp": exp, "status": status, "row": row, "best": best, "against": current, "note": note, "verdict": verdict, "reason": rec.get("reason"),
-        "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None}
+        "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None,
+        "calls_checked": len(f.get("checked") or [])}
 
 
 def _contents(paths: list[Path]) -> dict[Path, bytes]:
@@ -289,8 +298,9 @@ def seconds(s: float) -> str:
 
 
 def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] | None) -> str:
-    """The median, the range and spread of the timed calls it came from, the quality, and the ratio
-    to the baseline in force, with a plain word where the noise is larger than the difference."""
+    """The median, the range and spread of the timed calls it came from, and the quality (the worst
+    of the checked outputs); for a keeper, the ratio to the baseline in force. Whether it is a gain
+    is the verdict's to say (harness/keep_rule.py), and nothing here says otherwise."""
     row, spec = r["row"], goals.metric_spec
     line = f"  {row['median_s']:.4g} s per call (median of the timed calls)"
     if goals.better == "higher" and row.get("metric") is not None:
@@ -299,17 +309,80 @@ def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] |
         lo, hi = r["range_s"]
         line += f"; the calls ranged {lo:.4g}-{hi:.4g} s (spread {seconds(hi - lo)}, {(hi - lo) / row['median_s']:.0%} of the median)"
     if row.get("quality") is not None:
-        line += f"; {goals.quality_name} {row['quality']:.4g} against the reference"
-    if row.get("speedup_vs_fp32") is not None and r["status"] != "baseline":
-        line += f"\n  {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline on this machine"
-        base = records.Row.of(base) if base is not None else None
-        if base is not None and abs(base.median_s - row["median_s"]) <= max(base.spread_s or 0.0, row["spread_s"]):
-            line += f" ({base['exp']}), within the noise: the timed calls spread more than the two medians differ"
+        checked = r.get("calls_checked")
+        line += (f"; {goals.quality_name} {row['quality']:.4g} against the reference"
+                 + (f" (the worst of {checked} checked outputs)" if checked else ""))
+    if row.get("speedup_vs_fp32") is not None and r["status"] == "keep" and base is not None:
+        line += f"\n  {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline's median on this machine ({base['exp']})"
     return line
 
 
+MEANING = {
+    "baseline": "the frozen model in fp32 eager (PyTorch defaults): the yardstick every speedup is over",
+    "keep": "faster than the keeper timed beside it, beyond the noise: now the candidate file, committed",
+    "revert": "no gain beyond the noise over the keeper beside it: the candidate file was put back",
+    "inconclusive": "too noisy to tell: not kept, the candidate file put back; run it again on a quieter machine",
+    "rerun": "a keeper's own code measured again",
+    "gate_fail": "an output failed the gate (quality) or the checks",
+    "crash": "the candidate raised, or its worker died",
+    "timeout": "the build or a call took longer than allowed",
+    "tampered": "a frozen file changed during the run: void",
+}
+SHOWN_ROWS = 12  # the last rows of this machine's comparison that a run's summary prints
+
+
+def your_rows(rows: list[dict[str, Any]], goals: dict[str, Any], preset: str, gpu: str) -> list[str]:
+    """This machine's rows since its baseline (the comparison in force), and what their statuses
+    mean: what a first run's output ends with."""
+    base = records.baseline_row(rows, preset, gpu)
+    if base is None:
+        return []
+    mine = [r for r in rows[rows.index(base):] if r["preset"] == preset and r["gpu"] == gpu]
+    unit = goals.metric_spec.get("unit", "")
+    lines = [f"This machine's rows (preset {preset}, {gpu}) since the baseline {base['exp']}; results.tsv holds them "
+             f"all, leaderboard.md ranks the keepers:"]
+    if len(mine) > SHOWN_ROWS:
+        lines.append(f"  ... {len(mine) - SHOWN_ROWS} earlier rows")
+    for r in mine[-SHOWN_ROWS:]:
+        row = records.Row.of(r)
+        metric = f"{row.metric_value:.4g} {unit}".strip() if r["status"] not in records.RED else "-"
+        speed = f"{row.speedup_vs_fp32:.2f}x" if row.speedup_vs_fp32 is not None and r["status"] not in records.RED else "-"
+        lines.append(f"  {r['exp']}  {r['status']:<12}  {metric:>12}  {speed:>6}  {r['desc']}")
+    lines.append("  (the x: the fp32 eager baseline's median over the row's, each timed at its own moment)")
+    for status in dict.fromkeys(r["status"] for r in mine[-SHOWN_ROWS:]):
+        lines.append(f"  {status}: {MEANING.get(status, '')}")
+    return lines
+
+
+def next_step(result: dict[str, Any], goals: dict[str, Any]) -> str:
+    """What to do after this run, for this target, on this device, after this outcome."""
+    row, status, exp = result["row"], result["status"], result["exp"]
+    cand = goals["candidate"]
+    own = _common.goals_path() == (_common.REPO / "goals.json").resolve()  # the repository's target: no variable
+    where = os.path.relpath(_common.goals_path(), Path.cwd())
+    command = ("" if own else f"AUTO_OPTIM_GOALS={where} ") + "python harness/run_experiment.py --desc \"...\""
+    if status in records.RED:
+        return (f"Next: fix what 'why' says above in {cand} and run again ({command}); the candidate's source stays "
+                f"in records/{exp}.json (python harness/records.py source {exp} prints it).")
+    if status == "inconclusive":
+        back = f" (python harness/records.py source {exp} > {cand} brings it back first)" \
+            if " restored to " in (result.get("note") or "") else ""
+        return (f"Next: nothing was kept. Run the candidate again{back} when the machine is quieter (other jobs "
+                f"stopped: `uptime` shows the load)" + (", or on a GPU machine." if _common.on_cpu(row["gpu"]) else "."))
+    if str(goals.get("description", "")).startswith("REPLACE"):  # harness/new_target.py's stand-in, as written
+        return (f"Next: this target is still new_target.py's stand-in: replace its model, input and gate (README.md in "
+                f"{_common.root().name}/), commit, then run {command}.")
+    if _common.on_cpu(row["gpu"]):
+        return (f"On a CPU the {row['preset']} preset checks the loop end to end; a CPU's speed says little about a GPU's. "
+                f"Next: the same command on a GPU machine ({command}; README, 'On a GPU'), or let Claude Code run "
+                f"the loop (README, 'Running it with Claude Code').")
+    return (f"Next: read the keeper's profile (profiles/), change {cand}, run this again (program.md has the loop); "
+            f"leaderboard.md ranks this machine's keepers.")
+
+
 def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
-    """The last lines of a run: what each row says, in plain words, and what to do next."""
+    """The last lines of a run: what each row says, in plain words, what to do next, and this
+    machine's rows with what they mean."""
     lines = []
     rows = records.read_rows()
     for r in results:
@@ -325,16 +398,12 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
         if r.get("note"):
             what += f"\n  {r['note']}"
         lines.append(what)
-    row = results[-1]["row"]
-    if _common.on_cpu(row["gpu"]):  # the stop rule's floor and profile figures mean nothing on a CPU
-        lines.append("On a CPU the tiny preset checks the harness's logic end to end; optimize.py is written for a GPU, "
-                     "so its speed here means little. Next: the same command on a GPU machine (README, 'On a GPU'), "
-                     "or let Claude Code run the loop (README, 'Running it with Claude Code').")
-        return lines
-    stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"],
-                                             floor.load_peak(row["gpu"]), _common.load_adapter(goals), _common.root() / "records")
-    lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
-                 else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
-    lines.append("Next: read the keeper's profile (profiles/), change optimize.py, run this again "
-                 "(program.md has the loop); leaderboard.md ranks this machine's keepers.")
-    return lines
+    last = results[-1]
+    row = last["row"]
+    if not _common.on_cpu(row["gpu"]):  # the stop rule's floor and profile figures mean nothing on a CPU
+        stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"], floor.load_peak(row["gpu"]),
+                                                 _common.load_adapter(goals), _common.root() / "records")
+        lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
+                     else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
+    lines.append(next_step(last, goals))
+    return lines + your_rows(rows, goals, row["preset"], row["gpu"])

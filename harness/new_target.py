@@ -46,8 +46,8 @@ GOALS = {
     "metric": {"name": "median_s", "unit": "s", "better": "lower",
                "text": "median seconds per call over the timed calls, read by the harness"},
     "presets": {
-        "full": {"input_shape": [1, 65536, 16], "timed_runs": 5, "warmup_runs": 1, "note": "REPLACE: the size to optimize"},
-        "tiny": {"input_shape": [1, 4096, 16], "timed_runs": 5, "warmup_runs": 1, "note": "a CPU checks the logic on it"},
+        "full": {"input_shape": [1, 65536, 16], "timed_runs": 6, "warmup_runs": 1, "note": "REPLACE: the size to optimize"},
+        "tiny": {"input_shape": [1, 4096, 16], "timed_runs": 6, "warmup_runs": 1, "note": "a CPU checks the logic on it"},
     },
     "gate": {"max_abs": 1e-4, "quality_name": "max abs diff", "quality_better": "lower",
              "rationale": "REPLACE: calibrate it: what a harmless change (bf16, another summation order) reaches and "

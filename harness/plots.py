@@ -116,7 +116,9 @@ def render_progress(results_tsv: Path, out_png: Path, goals: dict[str, Any] | No
     known = [t for t in times if t is not None]
     edge = (max(known) * 1.6 if better == "lower" else min(known) / 1.6) if known else 1.0
     styles = {"baseline": ("s", "tab:blue", "baseline"), "keep": ("o", "tab:green", "keep"),
-              "revert": ("o", "0.6", "revert (no gain)"), "rerun": ("D", "tab:purple", "re-run of a keeper")}
+              "revert": ("o", "0.6", "revert (no gain)"),
+              "inconclusive": ("^", "tab:orange", "inconclusive (too noisy to tell: not kept)"),
+              "rerun": ("D", "tab:purple", "re-run of a keeper")}
     for status, (marker, color, label) in styles.items():
         pts = [(x, t) for x, t, r in zip(xs, times, rows) if r.get("status") == status and t is not None]
         if pts:

@@ -20,6 +20,7 @@ Exit 0 ready, 2 could not make an asset (one line on stderr), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -28,6 +29,16 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__in
 from harness import _common  # noqa: E402
 
 ASSETS = ("input", "reference", "pool")
+# A disk or its permissions, not an asset: said as such (a full disk once read "run prepare.py").
+DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO, errno.EFBIG}
+
+
+def disk_error(e: OSError) -> str:
+    """An OSError of the disk or of permissions in one line: what, where, and what to do."""
+    where = f" ({e.filename})" if e.filename else ""
+    fix = ("free some space" if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else
+           "make it writable by this user" if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else "check the disk")
+    return f"disk or permission error: {e.strerror or e}{where}: {fix}"
 
 
 def problems(goals: dict[str, Any], adapter: Any, preset: str) -> dict[str, str]:
@@ -87,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
                 made.append(str(floor.peak_path(peak["gpu"])))
     except _common.SetupError as e:  # make_latent's InputError is one, as are bad goals
         print(f"prepare: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.errno not in DISK_ERRORS:
+            raise
+        print(f"prepare: {disk_error(e)}; what was made before it is kept: run it again once that is fixed",
+              file=sys.stderr)
         return 2
     _common.emit([f"assets for preset {preset} ready in {_common.assets_dir()}" + (f" (made {len(made)})" if made else " (checked: all sound)")],
            {"preset": preset, "device": device, "made": made, "input": str(_common.input_path(preset)),

@@ -4,6 +4,8 @@ Usage:
     python harness/records.py leaderboard      # regenerate leaderboard.md from results.tsv
     python harness/records.py show             # print the rows of results.tsv
     python harness/records.py restore          # put back rows that git's last commit or records/ hold
+    python harness/records.py source EXP       # print the candidate source an experiment measured
+                                               # (... > optimize.py brings back a reverted edit)
 
 Importable: read_rows, append_row, row_from_record, check_complete, restore, next_exp_id,
 baseline_row, best_row, records_lock, lock_file (leaderboard.md and PROGRESS.md: harness/leaderboard.py). Every write
@@ -13,7 +15,8 @@ records_lock() from reading the rows to the last write, so no row is lost and no
 
 Nothing recorded is lost: every row is also in its record (records/<exp>.json, written before the
 row), so check_complete refuses a results.tsv that holds fewer rows than records/ or git's last
-commit, and restore rebuilds it from those (it only ever adds rows).
+commit, and a records/ that lacks a row's record or one git's last commit holds; restore rebuilds
+both from those (it only ever adds).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s
 # Rows written before the worker harness: 16 cells, `psnr_db` where `quality` is now. They are read
 # as they are (the missing cells read "-"); the first append rewrites only the header line.
 LEGACY_COLUMNS = COLUMNS[:7] + ["psnr_db"] + COLUMNS[8:16]
-STATUSES = ("baseline", "keep", "revert", "rerun", "gate_fail", "crash", "timeout", "tampered")
+STATUSES = ("baseline", "keep", "revert", "inconclusive", "rerun", "gate_fail", "crash", "timeout", "tampered")
 KEEPERS = ("baseline", "keep")
 RED = ("gate_fail", "crash", "timeout", "tampered")
 HEADER = "\t".join(COLUMNS) + "\n"
@@ -133,7 +136,10 @@ def row_line(row: dict[str, Any]) -> str:
 
 def row_from_record(rec: dict[str, Any]) -> dict[str, Any]:
     """The results.tsv row of an experiment's record (records/<exp>.json, as run_experiment's apply
-    writes it): the one place a row is made, so restore puts back exactly the row that was written."""
+    writes it): the one place a row is made, so restore puts back exactly the row that was written.
+    A record restore wrote for a row whose record was lost holds that row's cells as they were."""
+    if isinstance(rec.get("row"), dict) and rec.get("lost"):
+        return {c: rec["row"].get(c) for c in COLUMNS}
     f = rec.get("facts") or {}
     return {"exp": rec["exp"], "commit": rec.get("commit"), "timestamp": rec.get("timestamp"), "desc": rec.get("desc"),
             "status": rec["status"], "median_s": f.get("median_s"), "spread_s": f.get("spread_s"),
@@ -168,9 +174,39 @@ def _body(text: str | None) -> list[str]:
     return (text or "").splitlines(True)[1:]
 
 
+def committed_records(path: Path | None = None) -> set[str]:
+    """The records (exp names) git's last commit holds next to a results.tsv; empty without git."""
+    folder = (path or results_path()).parent
+    try:
+        p = subprocess.run(["git", "ls-tree", "--name-only", "HEAD", "--", "records/"], cwd=folder,
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    names = [Path(n).name for n in p.stdout.splitlines()] if p.returncode == 0 else []
+    return {n[:-5] for n in names if n.endswith(".json") and exp_number(n[:-5]) >= 0}
+
+
+def missing_records(path: Path | None = None) -> list[str]:
+    """The experiments whose record records/ lacks: a row of results.tsv has it, or git's last commit."""
+    path = path or results_path()
+    want = {r["exp"] for r in read_rows(path) if exp_number(r["exp"]) >= 0} | committed_records(path)
+    return sorted(want - set(record_files(path)), key=exp_number)
+
+
 def check_complete(path: Path | None = None) -> None:
     """Refuse (SetupError, one line) a results.tsv that holds fewer rows than records/ or git's last
-    commit: a run would number its rows from the gap and write over what was recorded."""
+    commit (a run would number its rows from the gap and write over what was recorded), and a
+    records/ that lacks the record of a row or one git's last commit holds."""
+    _check_rows(path)
+    lost = missing_records(path)
+    if lost:
+        span = lost[0] + (f"..{lost[-1]}" if len(lost) > 1 else "")
+        raise SetupError(f"records/ lacks {_common.plural(len(lost), 'record')} ({span}) that results.tsv or git's last "
+                         f"commit holds; nothing recorded. Restore them with `{RESTORE}` (it takes them from git's last "
+                         f"commit, as git checkout HEAD -- records/ would, and says which no commit holds), then run again")
+
+
+def _check_rows(path: Path | None = None) -> None:
     path = path or results_path()
     rows = read_rows(path)
     have = {r["exp"] for r in rows}
@@ -224,6 +260,45 @@ def restore(path: Path | None = None) -> list[str]:
         _common.atomic_write(path, text)
     had = {r["exp"] for _, r in _parse(current, path)} if not damaged and current else set()
     return sorted(set(lines) - had, key=exp_number)
+
+
+def recorded_source(exp: str | None) -> str:
+    """The candidate source an experiment measured, as its record holds it (records/<exp>.json
+    "source"): what a revert, an inconclusive run or a failure put aside."""
+    if not exp or exp_number(exp) < 0:
+        raise SetupError(f"name the experiment whose source to print (e005), not {exp!r}")
+    path = results_path().parent / "records" / f"{exp}.json"
+    try:
+        source = json.loads(path.read_text()).get("source")
+    except OSError as e:
+        raise SetupError(f"{path} cannot be read ({e.strerror}); {RESTORE} puts back what git holds") from None
+    except ValueError:
+        raise SetupError(f"{path} is not valid JSON; {RESTORE} puts back what git holds") from None
+    if not isinstance(source, str):
+        raise SetupError(f"{path} holds no candidate source (a baseline's is harness/baselines/, or an older record)")
+    return source
+
+
+def restore_records(path: Path | None = None) -> tuple[list[str], list[str]]:
+    """Put back the records records/ lacks (missing_records): from git's last commit where it holds
+    them; a row's record that no commit holds is written as lost, its row's cells all that is left
+    of it ("lost": why), so the check passes without pretending. (restored, lost), by exp."""
+    path = path or results_path()
+    rows = {r["exp"]: r for r in read_rows(path)}
+    folder = path.parent / "records"
+    restored, lost = [], []
+    for exp in missing_records(path):
+        p = subprocess.run(["git", "show", f"HEAD:./records/{exp}.json"], cwd=path.parent, capture_output=True, timeout=60)
+        if p.returncode == 0:
+            _common.atomic_write(folder / f"{exp}.json", p.stdout, exclusive=True)
+            restored.append(exp)
+        elif exp in rows:
+            stub = {"exp": exp, "status": rows[exp]["status"], "row": dict(rows[exp]),
+                    "lost": f"records/{exp}.json was missing and no commit held it; written by records.py restore on "
+                            f"{utc_now()} from its results.tsv row: its source and figures are lost"}
+            _common.atomic_write(folder / f"{exp}.json", json.dumps(stub, indent=1), exclusive=True)
+            lost.append(exp)
+    return restored, lost
 
 
 def lock_file(path: Path, wait: bool) -> Any:
@@ -297,21 +372,35 @@ def sort_key(row: dict[str, str], better: str) -> float:
     return metric_value(row) if better == "lower" else -metric_value(row)
 
 
+def _span(exps: list[str]) -> str:
+    return ", ".join(exps) if len(exps) <= 5 else f"{exps[0]}..{exps[-1]}"
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=["leaderboard", "show", "restore"])
+    p.add_argument("action", choices=["leaderboard", "show", "restore", "source"])
+    p.add_argument("exp", nargs="?", help="with source: the experiment (e005)")
     a = p.parse_args(argv)
     try:
+        if a.action == "source":
+            sys.stdout.write(recorded_source(a.exp))
+            return 0
         if a.action == "restore":
             with records_lock():
                 added = restore()
-            span = ", ".join(added) if len(added) <= 5 else f"{added[0]}..{added[-1]}"
-            _common.emit([f"{results_path().name}: " + (f"put back {_common.plural(len(added), 'row')} ({span})" if added
-                    else "nothing to put back")], {"added": ",".join(added), "rows": len(read_rows())})
+                restored, lost = restore_records()
+            _common.emit([f"{results_path().name}: " + (f"put back {_common.plural(len(added), 'row')} ({_span(added)})"
+                                                         if added else "nothing to put back"),
+                          "records/: " + (f"put back {_common.plural(len(restored), 'record')} from git's last commit "
+                                          f"({_span(restored)})" if restored else "nothing to put back from git")
+                          + (f"; {_common.plural(len(lost), 'record')} no commit held ({_span(lost)}) written as lost, "
+                             "from their rows" if lost else "")],
+                         {"added": ",".join(added), "rows": len(read_rows()), "records_restored": ",".join(restored),
+                          "records_lost": ",".join(lost)})
             return 0
         rows = read_rows()
     except SetupError as e:

@@ -3,7 +3,7 @@
 Usage:
     python harness/run_experiment.py --desc "bf16 weights" [--preset P] [--candidate FILE]
                                      [--device cpu|cuda] [--timeout S] [--no-profile] [--unsandboxed]
-    python harness/run_experiment.py --desc "..." --measure-only --record-out rec.json [--best-median S]
+    python harness/run_experiment.py --desc "..." --measure-only --record-out rec.json
     python harness/run_experiment.py --apply rec.json
     add --rebaseline (a person, on purpose) to start a new comparison: a new baseline row first
 
@@ -15,16 +15,20 @@ measured against it. So the first thing a user sees is a true ratio over fp32 ea
 The keep rule (harness/keep_rule.py, the one place it is decided). The candidate is timed in
 alternation with the code it would replace, the current keeper (the latest keep since the
 baseline, whose source optimize.py holds; on a first run the baseline), each in a worker of its
-own (harness/alternate.py); it is kept if every call passed the gate and the confidence interval
-of its paired gain clears goals.json noise_threshold, or by the warm-up rule ("warmup_gain").
-A keeper's source becomes optimize.py (goals.json "candidate") and is committed, then profiled in
-the same worker. Anything else leaves optimize.py at the current keeper: after a
-revert of an edited optimize.py it is put back; a --candidate file is never modified. The best or
-the current keeper's own source measured again (on a fresh machine, say) is a `rerun`, with its
+own (harness/alternate.py), and judged only against it: kept if every call passed the gate and the
+confidence interval of its paired gain lies beyond goals.json noise_threshold (by more than it is
+wide), or by the warm-up rule ("warmup_gain"); reverted if the interval shows no gain beyond the
+threshold; inconclusive (not kept: run again on a quieter machine) when the pairs cannot tell, or
+the keeper ran more than 10% slower beside it than on its own row. A keeper's source becomes
+optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
+else leaves optimize.py at the current keeper: after a revert, an inconclusive run or a failure of
+an edited optimize.py it is put back, the candidate's source kept in its record (python
+harness/records.py source EXP prints it); a --candidate file is never modified. The best or the
+current keeper's own source measured again (on a fresh machine, say) is a `rerun`, with its
 distance from that keeper.
 
-Every attempt appends exactly one row to results.tsv (baseline, keep, revert, rerun, gate_fail,
-crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
+Every attempt appends exactly one row to results.tsv (baseline, keep, revert, inconclusive, rerun,
+gate_fail, crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
 record to records/<exp>.json (the source, every figure, the profile and quality strip of a
 keeper), regenerates leaderboard.md and this machine's progress/<preset>-<machine>.png and adds a
 line to PROGRESS.md.
@@ -38,7 +42,7 @@ records.lock: held by apply from reading results.tsv to the last write, so write
 together stay whole.
 
 Record-file mode, for a GPU machine without .git: --measure-only measures (and profiles a
-would-be keeper, judged against --best-median or results.tsv there) and writes a JSON record,
+would-be keeper, judged against the keeper timed beside it) and writes a JSON record,
 signed with the person's key (harness/signing.py; give that machine a copy of the key folder
 through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checkout, for a record
 that key signed only, and checks every field of it (read_record_file, validate_record).
@@ -47,7 +51,7 @@ that key signed only, and checks every field of it (read_record_file, validate_r
 Claude Code's hook lets nothing else out of its sandbox (harness/hooks/guard_frozen.py).
 The candidate is read without following a link (harness/snapshot.py), and the worker imports the
 bytes the harness read.
-Exit: 0 measured and recorded (baseline, keep, revert, rerun: the candidate passed every check,
+Exit: 0 measured and recorded (baseline, keep, revert, inconclusive, rerun: the candidate passed every check,
 whatever the decision), 1 recorded but the candidate failed (gate_fail, crash, timeout, tampered),
 2 refused (nothing recorded), 130 interrupted (Ctrl-C; nothing recorded for the run in progress).
 """
@@ -72,8 +76,10 @@ from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
 from harness import snapshot  # noqa: E402
+from harness.hooks import git_plumbing  # noqa: E402
 from harness.locks import acquire_lock, device_lock, device_slot  # noqa: E402
 from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
+from harness.prepare import DISK_ERRORS, disk_error  # noqa: E402
 from harness.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
 from harness.records import Refused  # noqa: E402
 
@@ -99,8 +105,12 @@ rerun_of = keep_rule.rerun_of
 def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]]:
     """The GPU half: a baseline record first when this machine has none, then the candidate's.
     The candidate is timed in alternation with the code it would replace (harness/alternate.py):
-    the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper, when
-    --best-median names the figure to beat, or when the keeper's source is nowhere to be found."""
+    the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper
+    (harness/keep_rule.py: a candidate is judged only against its keeper
+    timed beside it, never against a figure recorded at another time)."""
+    if a.best_median is not None:
+        raise Refused("--best-median is not used any more: a candidate is judged only against its keeper timed beside "
+                      "it (harness/keep_rule.py), never against a figure; measure without it")
     cand = Path(os.path.abspath(a.candidate)) if a.candidate else _common.root() / goals["candidate"]
     try:  # no link followed (harness/snapshot.py); the session reads it so too, and sends the worker its bytes
         source = snapshot.read(cand, _common.root())
@@ -124,10 +134,14 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     keeper_dir = None
     if first:
         keeper = BASELINE
-    elif a.best_median is not None or rerun_of(_common.sha256_bytes(source)[:16], best, current):
+    elif rerun_of(_common.sha256_bytes(source)[:16], best, current):
         keeper = None
     else:
         keeper, keeper_dir = keeper_file(current, goals)
+        if keeper is None:
+            raise Refused(f"the current keeper {current['exp']}'s source is in neither records/{current['exp']}.json nor "
+                          f"its commit {current['commit']}, so the candidate cannot be timed beside it; restore records/ "
+                          f"(python harness/records.py restore), or (a person) start a new comparison with --rebaseline")
     t0 = time.perf_counter()
     try:
         recs = _measure_files(a, goals, preset, device, fh, keeper, cand, first, (best, current))
@@ -153,16 +167,16 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
 
 def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[Path | None, Path | None]:
     """The current keeper's source as a file to measure beside the candidate (a private temporary
-    folder, removed after), and that folder: the baseline's file, or the source its record holds."""
+    folder, removed after), and that folder: the baseline's file, or the source its record holds,
+    else the candidate file as its row's commit holds it; (None, None) when neither is its code."""
     if current is None:
         return None, None
     if current["status"] == "baseline":
         return (BASELINE, None) if _common.sha256_bytes(BASELINE.read_bytes())[:16] == current["candidate_sha"] else (None, None)
-    try:
-        source = json.loads((_common.root() / "records" / f"{current['exp']}.json").read_text())["source"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None, None
-    if not isinstance(source, str) or _common.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
+    source = _recorded_source(current["exp"])
+    if source is None or _common.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
+        source = _committed_source(current.get("commit", "-"), goals)
+    if source is None or _common.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
         return None, None
     folder = Path(tempfile.mkdtemp(prefix="auto-optim-keeper-"))
     path = folder / Path(goals["candidate"]).name
@@ -170,16 +184,39 @@ def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[
     return path, folder
 
 
+def _recorded_source(exp: str) -> str | None:
+    try:
+        source = json.loads((_common.root() / "records" / f"{exp}.json").read_text())["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return source if isinstance(source, str) else None
+
+
+def _committed_source(commit: str, goals: dict[str, Any]) -> str | None:
+    """The candidate file as a keeper's commit holds it (a keep commits its source as the candidate)."""
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit or ""):
+        return None
+    repo = git_repo()
+    if repo is None:
+        return None
+    blob = git_plumbing.show(repo, commit, os.path.relpath(_common.root() / goals["candidate"], repo))
+    return blob.decode(errors="replace") if blob is not None else None
+
+
 def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, device: str, fh: str,
                    keeper: Path | None, cand: Path, first: bool,
                    keepers: tuple[Any, Any]) -> list[dict[str, Any]]:
     """One record per measured file: [baseline, candidate] on a first run, else [candidate]."""
-    from harness.alternate import measure_pair, started  # lazy: --apply and --help need no torch
+    from harness.alternate import CandidateDidNotStart, measure_pair, started  # lazy: --apply and --help need no torch
     from harness.session import Session
 
     options = {"unsandboxed": a.unsandboxed, "timeout": a.timeout}
+    broken = compile_error(cand)  # before any worker starts: compiling runs none of its code
+    if broken:
+        print(f"run_experiment: {broken}; recorded as a crash, no worker of its own started"
+              + ("; first the baseline this machine needs" if first else ""), file=sys.stderr, flush=True)
     try:  # first, while no other worker is alive (harness/memory_limit.py)
-        fits = memory_check(goals, preset, device, cand, options)
+        fits = None if broken else memory_check(goals, preset, device, cand, options)
     except _common.SetupError as e:
         raise Refused(str(e)) from None
 
@@ -199,20 +236,35 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
         rec["reason"] = facts["reason"]
         if facts["passed"]:
             rec["metric"], rec["metric_spread"] = metric_of(facts, goals, preset)
-            rec["would_be"] = "baseline" if rec["rebaseline"] else keep_rule.judge_record(rec, goals, *keepers, figure, _common.root() / "records").status
-            if not rec["rebaseline"]:
-                rec["strip_png"] = quality_strip_b64(s, out, rec["desc"])
+            rec["would_be"] = "baseline" if rec["rebaseline"] else keep_rule.judge_record(
+                rec, goals, *keepers, _common.root() / "records").status
             if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
                 rec["profile_md"], rec["profile"] = profile_md(s, facts, goals)
                 if not facts["passed"]:  # a profiled call is checked like the others
                     rec.update(outcome=facts["status"], reason=facts["reason"])
+            if not rec["rebaseline"]:  # after the profile's calls: its title quotes the row's final quality
+                rec["strip_png"] = quality_strip_b64(s, out, rec["desc"], facts)
         floor.annotate(facts, goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
+
+    def crashed(rec: dict[str, Any], reason: str) -> list[dict[str, Any]]:
+        """The candidate's record where it never ran a call: a crash, with why."""
+        source = cand.read_bytes()
+        rec.update(source=source.decode(errors="replace"), candidate_sha=_common.sha256_bytes(source)[:16],
+                   facts={"gpu": _common.env_info(device, ranks)["gpu"], "passed": False, "status": "crash",
+                          "reason": reason}, outcome="crash", reason=reason)
+        if first:  # the baseline alone: a first run records it whatever the candidate did
+            with Session(BASELINE, preset, device, **options) as k:
+                fill(recs[0], k, k.measure())
+            if recs[0]["outcome"] != "measured":
+                return recs[:1]
+        return recs
 
     ranks = goals.presets[preset].ranks
     base_desc = BASELINE_DESC + (BASELINE_ON_ONE.format(ranks=ranks) if ranks > 1 else "")
     recs = ([new_rec(BASELINE, base_desc, True)] if first else []) + [new_rec(cand, a.desc, False)]
-    figure = None if first else a.best_median
     try:
+        if broken:
+            return crashed(recs[-1], broken)
         if keeper is None:
             with Session(cand, preset, device, **options) as s:
                 fill(recs[-1], s, s.measure(want_frame=True))
@@ -228,9 +280,26 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                             "median_s": kf["median_s"], "candidate_sha": b["candidate_sha"],
                             "warmup_s": kf.get("warmup_s")},) * 2
             fill(recs[-1], s, cf)
+    except CandidateDidNotStart as e:  # its module is imported as its worker starts (harness/worker.py)
+        try:
+            return crashed(recs[-1], f"the candidate's worker did not start (its module is imported then): {e}")
+        except _common.SetupError as e2:
+            raise Refused(str(e2)) from None
     except _common.SetupError as e:
         raise Refused(str(e)) from None
     return recs
+
+
+def compile_error(path: Path) -> str | None:
+    """Why the candidate file does not compile, with its line, or None: compile() runs none of its
+    code, so a syntax error is answered in a second, before any worker starts."""
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        return f"candidate does not compile: {type(e).__name__}: {e.msg} ({path.name} line {e.lineno})"
+    except ValueError as e:  # a null byte
+        return f"candidate does not compile: {e}"
+    return None
 
 
 def memory_check(goals: dict[str, Any], preset: str, device: str, cand: Path,
@@ -246,10 +315,16 @@ def memory_check(goals: dict[str, Any], preset: str, device: str, cand: Path,
 
 
 def pairs(goals: dict[str, Any], preset: str, s: Any) -> int:
-    """Timed pairs: the preset's timed_runs, at least keep_rule.MIN_PAIRS, as far as the pool allows
-    (each call gets a fresh input; a keeper's profile takes two more)."""
-    want = max(keep_rule.MIN_PAIRS, int(goals["presets"][preset].get("timed_runs", _common.MIN_RUNS)))
-    return max(_common.MIN_RUNS, min(want, len(s.pool) + 1 - s.warmup - 2))
+    """Timed pairs: the preset's timed_runs as written (goals.json: at least keep_rule.MIN_PAIRS),
+    refused where the pool cannot give every call a fresh input (the benchmark input, then a pool
+    input a call; a keeper's profile takes two more)."""
+    want = goals.presets[preset].timed_runs
+    need = s.warmup + want - 1 + 2
+    if len(s.pool) < need:
+        raise Refused(f"preset {preset} asks for {want} timed pairs after {s.warmup} warm-up call(s): its pool holds "
+                      f"{len(s.pool)} inputs, they need {need}; remake it (python harness/make_reference.py --only pool "
+                      f"--force) with goals.json pool.size >= {need}")
+    return want
 def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """The keeper's profile as markdown, and the figures the stop rule reads (harness/floor.py)."""
     from harness import profile
@@ -262,7 +337,7 @@ def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[st
     return profile.to_markdown(r, "pending"), {k: r[k] for k in ("busy_fraction", "outside_largest", "largest_category", "kernel_time_s", "launches")}
 
 
-def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
+def quality_strip_b64(s: Any, out: Any, desc: str, facts: dict[str, Any]) -> str | None:
     """The strip PNG (base64, so it travels in a JSON record) from the benchmark output's worst frame."""
     if out is None or not hasattr(s.adapter, "frames"):
         return None
@@ -273,9 +348,7 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
         f = worst_frame(s.adapter, out, s.bench_ref.cpu(), s.goals["gate"])
         png = _common.root() / "runs" / f"strip_{os.getpid()}.png"
         png.parent.mkdir(parents=True, exist_ok=True)
-        title = (f"{desc}\nframe {f['index']} of {f['count']}, the one furthest from the reference: "
-                 f"{s.goals.quality_name} {f['quality']:.1f}")
-        plots.quality_strip(f["reference"], f["candidate"], png, title=title)
+        plots.quality_strip(f["reference"], f["candidate"], png, title=strip_title(desc, f, facts, s.goals.quality_name))
         data = base64.b64encode(png.read_bytes()).decode("ascii")
         png.unlink()
         return data
@@ -284,6 +357,19 @@ def quality_strip_b64(s: Any, out: Any, desc: str) -> str | None:
     except Exception as e:  # noqa: BLE001 - a picture must never lose a record
         print(f"run_experiment: quality strip failed: {type(e).__name__}: {e}", file=sys.stderr)
     return None
+
+
+def strip_title(desc: str, frame: dict[str, Any], facts: dict[str, Any], name: str) -> str:
+    """The strip's title: its frame's quality, and the row's figure beside it with why they differ
+    (the row's is the worst over every checked output, each whole; the strip shows one frame of
+    the benchmark input's output), so the two never read as one figure that disagrees."""
+    checked = len(facts.get("checked") or [])
+    whole = facts.get("benchmark_quality")
+    return (f"{desc}\nframe {frame['index']} of {frame['count']} of the benchmark input's output, the one furthest "
+            f"from its reference: {name} {frame['quality']:.4g} on this frame"
+            + (f" ({whole:.4g} over the whole output)" if isinstance(whole, (int, float)) else "")
+            + (f"\nthe row's {name} {facts['quality']:.4g} is the worst over all {checked} checked outputs (fresh "
+               f"inputs too, each output whole), not this frame's" if isinstance(facts.get("quality"), (int, float)) else ""))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -351,6 +437,14 @@ def run(a: argparse.Namespace) -> int:
     except (Refused, _common.SetupError) as e:
         print(f"run_experiment: refused: {e}", file=sys.stderr)
         _common.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
+        return 2
+    except OSError as e:  # the disk or its permissions (records, results.tsv, a keeper's copy): not the candidate's
+        if e.errno not in DISK_ERRORS:
+            raise
+        why = (f"{disk_error(e)}; the rows recorded before it stay (python harness/records.py restore puts back "
+               f"what a half-written experiment left out of results.tsv or records/)")
+        print(f"run_experiment: {why}", file=sys.stderr)
+        _common.emit([f"REFUSED: {why}"], {"status": "refused", "reason": why})
         return 2
     last = results[-1]
     _common.emit(summary(results, goals), {"exp": last["exp"], "status": last["status"], "exps": [r["exp"] for r in results],

@@ -14,19 +14,22 @@ The wave holds the checkout lock (runs/run_experiment.lock) from start to end, s
 experiment refuses while it runs, and the other way round.
 
 Judging. When every member is done its records go through run_experiment's apply, in a fixed
-order: failed members first (member order), then passing members best metric first. So the keep
-rule is one experiment's: the best passing member is judged against the current keeper (timed
-beside it on its GPU), each later one against the result (by its recorded figure: the keeper it
-was timed beside is no longer current), and at most one is kept (committed as optimize.py; a candidate file is
-never modified). Every member is a row; its desc names the wave, member and GPU. A member whose
+order: failed members first (member order), then passing members by the keep rule itself
+(harness/keep_rule.py would_be): those it would keep first, the one whose gain over the keeper
+timed beside it is surest (the interval's lower end) first; then the rest. So the keep rule is one
+experiment's: the first passing member is judged against the current keeper (timed beside it on
+its GPU); once one is kept, a later member, timed beside the keeper it replaced, stays a revert
+where the pairs showed no gain, and is otherwise inconclusive (never judged against a recorded
+figure: measure it again beside the new keeper); at most one is kept (committed as optimize.py; a
+candidate file is never modified). Every member is a row; its desc names the wave, member and GPU. A member whose
 measuring process dies (host out of memory, a harness crash) or outlives --member-wall (then
 stopped as by Ctrl-C, so it closes its worker and removes its temporary files) is a
 `crash` / `timeout` row made here; the others go on. With no baseline row for this GPU yet, every
 member measures one (run_experiment does); the first is recorded, the rest are printed.
 
 Fairness. For each source measured more than once (--repeat, the same file twice, or the baseline)
-it prints the median on each GPU and max-min as a % of their median, against goals.json
-noise_threshold. Members are judged against this GPU model's one baseline, as one experiment is;
+it prints the median on each GPU with its interval (the keep rule's sign test) and whether the GPUs
+agree within goals.json noise_threshold, lie apart by more than it, or cannot tell (keep_rule.agreement). Members are judged against this GPU model's one baseline, as one experiment is;
 each record carries its gpu_index, so a baseline per GPU can follow if those figures say so.
 
 Exit: 0 a member was kept, 1 every member recorded and none kept, 2 refused (nothing recorded).
@@ -36,9 +39,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -49,7 +52,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import _common  # noqa: E402
 from harness import records  # noqa: E402
-from harness import locks, run_experiment  # noqa: E402
+from harness import keep_rule, locks, run_experiment  # noqa: E402
 from harness import process  # noqa: E402
 from harness import snapshot  # noqa: E402
 
@@ -158,28 +161,42 @@ def made_here(m: dict[str, Any], like: dict[str, Any], gpu_name: str) -> dict[st
             "profile_md": None, "strip_png": None}
 
 
-def judging_order(members: list[dict[str, Any]], better: str) -> list[dict[str, Any]]:
-    """Failed members first (member order), then passing ones best metric first: the best is judged
-    against the best keeper, every later one against what that left."""
+def judging_order(members: list[dict[str, Any]], goals: dict[str, Any], best: dict[str, Any] | None,
+                  current: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Failed members first (member order), then passing ones in the keep rule's own order
+    (keep_rule.would_be against the current keeper, which each was timed beside): the surest keep
+    is judged first, every later one against what that left."""
     failed = [m for m in members if m["rec"]["outcome"] != "measured"]
     passed = [m for m in members if m["rec"]["outcome"] == "measured"]
-    sign = 1 if better == "lower" else -1
-    return failed + sorted(passed, key=lambda m: (sign * m["rec"]["metric"], m["k"]))
+    return failed + sorted(passed, key=lambda m: (*keep_rule.would_be(m["rec"], goals, best, current), m["k"]))
 
 
-def fairness(measured: list[tuple[str, str, float]], noise: float) -> list[str]:
-    """(what, gpu, median) of every passing measurement -> a line per source measured more than once."""
+def fairness(measured: list[tuple[str, str, list[float]]], noise: float) -> list[str]:
+    """(what, gpu, timed seconds) of every passing measurement -> a line per source measured more
+    than once: each GPU's median and its interval, and whether they agree (keep_rule.agreement)."""
     lines = []
     for what in dict.fromkeys(w for w, _, _ in measured):
-        runs = [(g, med) for w, g, med in measured if w == what]
+        runs = [(g, times) for w, g, times in measured if w == what]
         if len(runs) < 2:
             continue
-        meds = [med for _, med in runs]
-        pct = 100 * (max(meds) - min(meds)) / statistics.median(meds)
-        per_gpu = ", ".join(f"gpu {g} {med:.4g} s" for g, med in runs)
-        lines.append(f"fairness: {what}: {per_gpu}; max-min {pct:.2f}% of the median, "
-                     f"{'within' if pct <= 100 * noise else 'OUTSIDE'} the {noise:.0%} noise threshold")
+        per_gpu = []
+        for g, times in runs:
+            mid, low, high, conf = keep_rule.interval([math.log(t) for t in times])
+            per_gpu.append(f"gpu {g} {math.exp(mid):.4g} s ({conf:.0%} CI {math.exp(low):.4g}..{math.exp(high):.4g})")
+        said = keep_rule.agreement(runs, noise)
+        lines.append(f"fairness: {what}: {', '.join(per_gpu)}; " + {
+            "within": f"within the {noise:.0%} noise threshold of each other",
+            "OUTSIDE": f"OUTSIDE the {noise:.0%} noise threshold: these GPUs do not measure alike",
+            "cannot tell": f"cannot tell against the {noise:.0%} noise threshold: the intervals are wider than it"}[said])
     return lines
+
+
+def wave_keepers(recorded: list[dict[str, Any]], preset: str, goals: dict[str, Any]) -> tuple[Any, Any]:
+    """(best, current): the keepers the members were timed beside, as results.tsv now holds them
+    (after a first wave's baseline is recorded)."""
+    rows = records.read_rows()
+    gpu = next((r["facts"]["gpu"] for r in recorded if r.get("facts", {}).get("gpu")), None)
+    return records.best_row(rows, preset, gpu, goals.better), records.current_row(rows, preset, gpu)
 
 
 def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
@@ -193,6 +210,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
             raise run_experiment.Refused(f"candidate file not found: {f}") from None
         except snapshot.nofollow.NotPlain as e:
             raise run_experiment.Refused(str(e)) from None
+    records.check_complete()  # before minutes of measuring, as run_experiment does: apply checks again
     slots = gpu_slots(a, device, len(files))
     if not slots:
         raise run_experiment.Refused("no GPU to measure on (pass --gpus, or --device cpu)")
@@ -233,12 +251,12 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
             m["recs"] = [made_here(m, like, gpu_name)]
         m["rec"] = m["recs"][-1]
     baselines = [(m, r) for m in members for r in m["recs"][:-1] if r.get("rebaseline")]
-    better = goals.better
     results, kept = [], None
     if baselines:  # no baseline row for this GPU: the first member's is recorded, the others are printed
         code, facts = run_experiment.apply(baselines[0][1], goals)
         results.append(facts)
-    for m in judging_order(members, better):
+    order = judging_order(members, goals, *wave_keepers(recorded, preset, goals))
+    for m in order:
         code, facts = run_experiment.apply(m["rec"], goals)
         m["result"] = facts
         results.append(facts)
@@ -258,7 +276,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
         lines.append(f"baseline: recorded from member {baselines[0][0]['k']}; member{'s' if len(baselines) > 2 else ''} "
                      f"{others} measured one too (printed below, not rows)")
     measured = [(f"{Path(r['candidate_file']).name} ({r['candidate_sha'][:8]})", str(r.get("gpu_index", m["gpu"])),
-                 r["facts"]["median_s"]) for m in members for r in m["recs"] if r["outcome"] == "measured"]
+                 r["facts"]["times_s"]) for m in members for r in m["recs"] if r["outcome"] == "measured"]
     fair = fairness(measured, goals.noise)
     lines += fair
     lines.append(f"wave wall time {wall:.1f} s (longest member {max(m['wall_s'] for m in members):.1f} s)")

@@ -12,11 +12,13 @@ Its life, in order:
     `python -m harness.worker --rank FD`, which run the same handlers); then apply Landlock
     (harness/landlock.py), the second wall inside the namespaces the harness started it in
     (harness/sandbox.py), while it still has one thread and no candidate code;
- 3. import torch, map the two shared buffers (harness/shared.py), load the frozen model;
+ 3. import torch, map the two shared buffers (harness/shared.py); import the candidate from the
+    source bytes the harness sent (not from the file, which the agent may be editing), then load
+    the frozen model. A candidate that cannot be imported loads no model: its failure is the answer
+    to "build", seconds after the start, not minutes later (a model load, the keeper's build);
  4. time the boundary for the harness: copy an output-sized tensor into the shared output buffer,
-    before any candidate code exists in this process;
- 5. import the candidate from the source bytes the harness sent (not from the file, which the
-    agent may be editing) and build it with an example input;
+    before the candidate is built (its module's own code has run: the figure is information);
+ 5. build the candidate with an example input;
  6. answer calls: run forward_fn on the shared input buffer, copy the result into the shared
     output buffer, synchronize, say "done". Every call looks the same: the worker is never told
     whether a call is a warm-up, timed, checked or profiled, nor which tool started it;
@@ -24,7 +26,7 @@ Its life, in order:
     loaded), no finalizers or atexit handlers of the candidate's. The harness kills whatever is
     left either way.
 
-Nothing here is trusted after step 5: candidate code can patch any of it. The harness therefore
+Nothing here is trusted once the candidate is imported (step 3): its code can patch any of it. The harness therefore
 believes only the output buffer and the moment "done" arrives (it takes the time itself and
 checks every output); what the worker reports besides (info, profile) is informational.
 """
@@ -94,7 +96,14 @@ class Worker:
         goals = _common.load_goals()
         self.goals = goals
         self.adapter = _common.load_adapter(goals)
-        self.model = self.adapter.load_model(self.device)
+        # The candidate's module before the model (step 3 above): one that cannot be imported is
+        # reported by build() at once, and no model is loaded for it.
+        self.import_error: Exception | None = None
+        try:
+            self.build_fn = load_source(cfg["candidate"], cfg["source"], goals["build_fn"])
+        except Exception as e:  # noqa: BLE001 - the candidate's failure: build() raises it
+            self.build_fn, self.import_error = None, e
+        self.model = self.adapter.load_model(self.device) if self.import_error is None else None
         self.fn = None
 
     def sync(self) -> None:
@@ -122,7 +131,9 @@ class Worker:
 
     def build(self) -> dict[str, Any]:
         self.__dict__.pop("_probe", None)
-        build = load_source(self.cfg["candidate"], self.cfg["source"], self.goals["build_fn"])
+        if self.import_error is not None:
+            raise self.import_error
+        build = self.build_fn
         with self.torch.no_grad():
             if self.group is None:
                 self.fn, info = build(self.model, self.inp.clone())

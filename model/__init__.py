@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -48,6 +50,19 @@ def load_vae(weights: str | Path | None = None, device: str | torch.device = "cp
     return vae.to(device=device, dtype=dtype).eval().requires_grad_(False)
 
 
+def _no_room(folder: Path, state: dict[str, torch.Tensor]) -> str:
+    """Why a cache of `state` does not fit in `folder`, writable by this process, or "" (it fits, or
+    this process may not write there at all: a sandboxed worker's read-only view)."""
+    try:
+        if not os.access(folder, os.W_OK):
+            return ""
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return ""
+    need = sum(t.numel() * t.element_size() for t in state.values())
+    return f"{need / 1e9:.1f} GB needed, {free / 1e9:.1f} GB free in {folder}" if free < need else ""
+
+
 def _synthetic(vae: WanVAE) -> dict[str, torch.Tensor]:
     """The seeded weights, from the file cache when there is one; made (and cached, where this
     process may write) otherwise. A damaged cache that this process cannot write (a sandboxed
@@ -65,9 +80,13 @@ def _synthetic(vae: WanVAE) -> dict[str, torch.Tensor]:
         cache.parent.mkdir(parents=True, exist_ok=True)
         torch.save(state, tmp)  # a read-only folder raises RuntimeError here, not OSError
         os.replace(tmp, cache)
-    except Exception:  # noqa: BLE001 - not writable here: use them uncached
+    except Exception as e:  # noqa: BLE001 - not writable here: use them uncached
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+        room = _no_room(cache.parent, state)
+        if room:  # torch.save says "unexpected pos" for a full disk: say what it is, wherever it happens
+            raise OSError(errno.ENOSPC, f"No space left on device for the synthetic-weights cache ({room})",
+                          str(cache)) from e
         if damaged:
             raise RuntimeError(f"the synthetic-weights cache {cache} is damaged ({damaged}) and this process "
                                f"cannot write it: run python harness/prepare.py, which remakes it") from None

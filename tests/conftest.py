@@ -48,6 +48,12 @@ os.environ["AUTO_OPTIM_KEY_DIR"] = tempfile.mkdtemp(prefix="auto-optim-test-key-
 # Set before any process of the run imports torch; every process started from here (the workers
 # too: harness/worker_process.py passes OMP_*) inherits it. Set it yourself to override.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# The test repositories' commits (the tests' own and run_experiment's) need an author: on a fresh
+# HOME with no git config, `git commit` refuses ("Author identity unknown"). The variables beat
+# any config, and every process started from here inherits them.
+for _var, _value in (("GIT_AUTHOR_NAME", "auto-optim tests"), ("GIT_AUTHOR_EMAIL", "tests@auto-optim.invalid"),
+                     ("GIT_COMMITTER_NAME", "auto-optim tests"), ("GIT_COMMITTER_EMAIL", "tests@auto-optim.invalid")):
+    os.environ[_var] = _value
 # The fixtures that hold (or make a process hold) the full-width VAE's weights: 2.2-2.8 GB.
 FULL_WIDTH = {"vae", "workspace"}
 

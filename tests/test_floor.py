@@ -182,3 +182,12 @@ def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and list((ws / "assets").glob("peak-*.json")), r.stderr[-1000:]
+
+
+def test_verdict_on_a_cpu_says_a_cpu_has_no_floor(at_toy: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 43: `floor.py --verdict` on a CPU said "no floor on this machine (python harness/floor.py
+    probes it)", a command that changes nothing there. It now says plainly that a CPU has no floor."""
+    assert floor.main(["--verdict", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "A CPU has no floor" in out and "run floor.py --verdict on the GPU machine" in out, out
+    assert "python harness/floor.py probes it" not in out and "python harness/profile.py" not in out, out

@@ -90,7 +90,7 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     for attempt in range(3):
         rc, f, out = cli(ws, "harness/run_experiment.py", "--candidate", str(ws / "experiments" / "fp32_lean.py"),
                          "--desc", "lean fp32 loop", "--no-profile", *(["--rebaseline"] if attempt else []))
-        if f.get("status") != "revert":
+        if f.get("status") == "keep":
             break
     rows = [r.split("\t") for r in (ws / "results.tsv").read_text().splitlines()[1:]]
     assert rc == 0 and [r[4] for r in rows[-2:]] == ["baseline", "keep"], out
@@ -111,6 +111,6 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     rc, f, out = finish(cheat)
     assert rc == 1 and not f["passed"] and f["status"] == "gate_fail" and "max KL" in f["reason"], out
     rc, f, out = finish(revert)
-    assert rc == 0 and f["status"] == "revert", out  # measured and recorded: 0
+    assert rc == 0 and f["status"] in ("revert", "inconclusive"), out  # measured, recorded, not kept: 0
     assert (ws / "optimize.py").read_text() == before  # put back to the best keeper
     assert "max KL" in (ws / "leaderboard.md").read_text()

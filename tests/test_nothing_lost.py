@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,8 +80,42 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
         assert R.restore() == ["e001", "e002"]
         assert R.restore() == []
     assert results.read_text() == full
+    records_refused_then_restored(ws)  # records/ too (issue 43)
     rc, f, out = measured(ws, "--desc", "after the restore", "--no-profile")
     assert rc == 0 and f["exp"] == "e003", out
+
+
+def records_refused_then_restored(ws: Path) -> None:
+    """Issue 43: with records/ deleted the next run went on (a RERUN row, 120 records gone), while a
+    deleted results.tsv was refused. Now records/ is checked like results.tsv: a row's record or one
+    git's last commit holds, missing, is refused in one line naming the command that restores it,
+    which takes them from git; a record no commit holds is written as lost, from its row.
+    (A workspace after a first run: e001 committed with its record, e002's record not yet.)"""
+    folder = ws / "records"
+    kept = {p.name: p.read_bytes() for p in folder.iterdir()}
+    results = (ws / "results.tsv").read_text()
+
+    def refused(which: str) -> None:
+        rc, f, out = run_here(ws, "--desc", "x", "--no-profile")  # before any worker starts
+        assert rc == 2 and f"records/ lacks {which}" in f["reason"] and "python harness/records.py restore" in f["reason"], out
+        refused_in_one_line(out, f)
+        assert (ws / "results.tsv").read_text() == results
+
+    (folder / "e001.json").unlink()  # one row's record
+    refused("1 record (e001)")
+    shutil.rmtree(folder)  # the issue's `rm -rf records`
+    refused("2 records (e001..e002)")
+    with use(ws):
+        assert R.restore_records() == (["e001"], ["e002"])  # e001 from git; e002 no commit holds
+        assert R.restore() == []  # the rows were never gone
+    assert (folder / "e001.json").read_bytes() == kept["e001.json"]
+    lost = json.loads((folder / "e002.json").read_text())
+    assert "no commit held it" in lost["lost"] and lost["row"]["exp"] == "e002"
+    with use(ws):
+        assert R.row_from_record(lost) == {c: R.read_rows()[1][c] for c in R.COLUMNS}  # its row, as it was
+        R.check_complete()
+        with pytest.raises(R.SetupError, match="holds no candidate source"):
+            R.recorded_source("e002")
 
 
 def test_restore_refuses_what_it_cannot_put_back(tmp_path: Path) -> None:

@@ -124,13 +124,63 @@ def test_adapter_contract_checked_at_load(tmp_path: Path) -> None:
     (ws / "halfmodel" / "__init__.py").write_text("")
     (ws / "halfmodel" / "target.py").write_text("def load_model(device='cpu'):\n    return None\n\n"
                                                  "def weights_kind():\n    return 'synthetic'\n")
-    (ws / "goals.json").write_text('{"adapter": "halfmodel.target", "floor": {"work": "bytes"}}')
+    rest = '"presets": {"tiny": {"input_shape": [1]}}, "gate": {}, "stop_rule": {}'  # what every goals file names
+    (ws / "goals.json").write_text('{"adapter": "halfmodel.target", "floor": {"work": "bytes"}, ' + rest + '}')
     with use(ws), pytest.raises(C.SetupError) as e:
         C.load_adapter(C.load_goals())
     msg = str(e.value)
     assert "\n" not in msg and "lacks 6 functions" in msg, msg
     for fn in ("weights_id(", "make_input(", "reference(", "output_shape(", "compare(", "min_bytes("):
         assert fn in msg, fn
-    (ws / "goals.json").write_text('{"adapter": "nosuch.target"}')
+    (ws / "goals.json").write_text('{"adapter": "nosuch.target", ' + rest + '}')
     with use(ws), pytest.raises(C.SetupError, match="adapter module nosuch.target .* not found"):
         C.load_adapter(C.load_goals())
+
+
+def test_a_full_disk_is_said_as_such(toy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43: a full disk while prepare wrote the weights cache read "run python harness/prepare.py,
+    which remakes it" (torch.save says only "unexpected pos"). A disk or permission error is now one
+    line that says so, exit 2, from prepare and from run_experiment."""
+    import errno
+    import shutil as sh
+
+    import model
+
+    cache = tmp_path / "synthetic-x.pt"
+    cache.write_bytes(b"damaged by the disk that filled up")
+    monkeypatch.setattr(model, "synthetic_cache", lambda: cache)
+    monkeypatch.setattr(model, "synthetic_state_dict", lambda vae: {"w": torch.ones(1000)})
+
+    def full(*a, **k):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")  # ENOSPC, as torch says it
+
+    monkeypatch.setattr(torch, "save", full)
+    monkeypatch.setattr(sh, "disk_usage", lambda path: sh._ntuple_diskusage(10**9, 10**9 - 100, 100))
+    with pytest.raises(OSError) as e:
+        model._synthetic(None)
+    assert e.value.errno == errno.ENOSPC and "No space left" in str(e.value) and "prepare.py" not in str(e.value)
+    assert "GB needed" in str(e.value) and e.value.filename == str(cache)
+
+    ws = tmp_path / "ws"
+    sh.copytree(toy, ws, symlinks=True)
+    def no_room(device="cpu"):
+        raise OSError(errno.ENOSPC, "No space left on device", str(ws / "assets" / "weights.pt"))
+
+    with use(ws):
+        adapter = C.load_adapter(C.load_goals())
+    monkeypatch.setattr(adapter, "load_model", no_room)
+    code, out, err = prepare_here(ws)
+    assert code == 2 and err.strip().splitlines() == [
+        f"prepare: disk or permission error: No space left on device ({ws / 'assets' / 'weights.pt'}): free some space; "
+        "what was made before it is kept: run it again once that is fixed"], out + err
+
+    from harness import records, run_experiment
+
+    def read_only(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied", str(ws / "results.tsv"))
+
+    monkeypatch.setattr(records, "check_complete", read_only)
+    with use(ws), contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+        code = run_experiment.main(["--desc", "x", "--device", "cpu"])
+    assert code == 2 and err.getvalue().startswith("run_experiment: disk or permission error: Permission denied ("), err.getvalue()
+    assert len(err.getvalue().strip().splitlines()) == 1 and "make it writable by this user" in err.getvalue()

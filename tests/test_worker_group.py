@@ -52,7 +52,7 @@ def test_a_split_decode_is_measured_and_recorded(group_workspace: Path, capsys: 
     two = f"2x {_common.env_info('cpu')['gpu']}"
     assert (base["status"], base["gpu"], base["preset"]) == ("baseline", two, PRESET)
     assert "on one, the others idle" in base["desc"]  # the yardstick: fp32 eager on one rank
-    assert cand["gpu"] == two and cand["status"] in ("keep", "revert")  # measured and judged: every call passed
+    assert cand["gpu"] == two and cand["status"] in ("keep", "revert", "inconclusive")  # measured and judged: every call passed
     assert "2 ranks" in cand["sandbox"] and cand["sandbox"].startswith("bwrap")
     facts = json.loads((ws / "records" / f"{cand['exp']}.json").read_text())["facts"]
     assert facts["ranks"] == 2 and facts["peak_mem_of"] == "the largest of 2 ranks"
@@ -257,7 +257,7 @@ def test_a_preset_of_ranks_needs_a_target_that_splits(tmp_path: Path) -> None:
     """The toy's adapter has no build_split: a preset of 2 ranks is a setup error before anything
     starts, and a preset's ranks must be a whole number >= 1."""
     goals = json.loads((TOY / "goals.json").read_text())
-    for ranks, says in ((2, "has no build_split to run a call across them"), (0, "not a whole number >= 1")):
+    for ranks, says in ((2, "has no build_split to run a call across them"), (0, "ranks must be a whole number >= 1")):
         ws = tmp_path / f"ranks{ranks}"
         ws.mkdir()
         (ws / "toymodel").symlink_to(TOY / "toymodel", target_is_directory=True)

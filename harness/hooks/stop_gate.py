@@ -6,7 +6,8 @@ Claude Code runs this when the agent (or a subagent) is about to finish its repl
 instruction) while either holds:
   - the candidate file (goals.json "candidate", optimize.py) differs from the candidate_sha of
     the last row of results.tsv, and, after a row that is not a keeper, from its committed version
-    (run_experiment puts the best keeper, which is committed, back after a revert or a failed gate);
+    (run_experiment puts the best keeper, which is committed, back after a revert, an inconclusive
+    run or a failed gate: a status other than baseline and keep, as KEEPERS below reads it);
   - the last row's status is gate_fail, crash, timeout or tampered (the last thing tried is red;
     a wave (harness/wave.py) records its failed members first, so its last row is red only when
     every member failed);

@@ -1,8 +1,9 @@
 """Cheater: a keeper that is honest while it is judged and twice as slow once it is the keeper (a
 real one would read the clock; this one reads the toy machine's speed, TOY_DELAY_S, and slows down
 at any speed but the one it was kept at). Measured beside it, any later candidate looks faster, a
-slower one included. Stopped by: the keep rule, which judges against the keeper's own row when the
-keeper runs more than 10% slower than it (harness/keep_rule.py, tests/test_keep_noise.py)."""
+slower one included. Stopped by: the keep rule, which finds a run inconclusive (nothing kept) when
+the keeper runs more than 10% slower beside the candidate than on its own row (harness/keep_rule.py,
+tests/test_keep_noise.py)."""
 
 import os
 
