@@ -1,6 +1,7 @@
-"""A cgroup of its own for each worker: a freezer and a memory bound that the kernel enforces.
+"""A cgroup of its own for each worker: a freezer, a memory bound and a bound on its tasks that
+the kernel enforces.
 
-    group, note = cgroup.make(memory_bytes)      # None and why, where this machine allows neither
+    group, note = cgroup.make(memory_bytes, tasks)   # None and why, where this machine allows none
     argv = cgroup.entering(group, argv)          # /bin/sh joins the cgroup, then execs argv
     group.freeze(); group.thaw()                 # every process of the worker, however it forked
     group.oom_kills(); group.remove()
@@ -11,7 +12,11 @@ never all found at once (the issue saw one run in 318 samples while its worker w
 i.e. during the rival's timed calls). The kernel's freezer stops every task of a cgroup, and a
 task forked meanwhile is born frozen. Likewise a memory limit on the cgroup covers everything
 its processes hold: anonymous memory, memfds, the pages of its tmpfs /tmp; past it the kernel's
-OOM killer acts inside that cgroup only, so it is the worker that dies, not the harness.
+OOM killer acts inside that cgroup only, so it is the worker that dies, not the harness. And
+the pids controller's `pids.max` bounds its tasks (processes and threads, however started): past
+it fork and clone fail with EAGAIN, so a worker cannot take the host's PIDs (pid_max) from the
+harness, the agent's shell and every other process. (RLIMIT_NPROC would not do: it counts the
+processes of a user, and the worker's user namespace maps to the harness's user.)
 
 Joining before anything runs. The harness starts the worker through
 `/bin/sh -c 'echo $$ > CG/cgroup.procs && ... && exec "$@"'`: the shell moves itself into the
@@ -25,9 +30,11 @@ Where it can be had, detected at run time:
   delegated subtree (systemd's Delegate=yes).
 - cgroup v1 (separate hierarchies): a cgroup in the freezer hierarchy (`freezer.state`) and one
   in the memory hierarchy (`memory.limit_in_bytes`, and `memory.memsw.limit_in_bytes` where the
-  kernel accounts swap), each below the harness's own.
+  kernel accounts swap), and one in the pids hierarchy (`pids.max`), each below the harness's own.
 - a hybrid host: the memory controller's hierarchy decides; the freezer is v1's where mounted,
-  else v2's `cgroup.freeze`.
+  else v2's `cgroup.freeze`; the pids bound v2's where the v2 cgroup has the controller, else v1's.
+- cgroup v2 without the pids controller in the worker's cgroup (not delegated): no task bound;
+  the row says so.
 - neither (a non-root user without delegation, a container without its cgroup tree): no cgroup.
   The session then pauses by signals and has no memory bound; the row's sandbox label says so
   and the harness prints one line on stderr.
@@ -47,6 +54,10 @@ FREEZE_WAIT_S = 10.0      # a worker idle between calls freezes in microseconds;
 POLL_S = 0.0005
 GB = 1e9
 DEFAULT_SHARE = 0.4       # of the memory this process may use, for each worker (see default_memory_bytes)
+# Tasks (processes and threads) of one worker, every rank of a group together, where goals.json
+# names no "worker_tasks": far above what torch, its compile workers, Triton, CUDA and NCCL start
+# (a few hundred on a large host), far below pid_max (32768 at least).
+DEFAULT_TASKS = 4096
 PREFIX = "auto-optim-worker-"
 _counter = itertools.count(1)
 
@@ -59,6 +70,8 @@ class WorkerCgroup:
     memory: tuple[int, Path] | None
     memory_bytes: int | None = None
     made: list[Path] = field(default_factory=list)  # every folder made (a v2 cgroup serves both)
+    tasks: tuple[int, Path] | None = None           # where its pids.max is
+    tasks_max: int | None = None
 
     @property
     def joins(self) -> list[Path]:
@@ -78,7 +91,21 @@ class WorkerCgroup:
                          "memfd and its /tmp)")
         else:
             parts.append("no memory bound (no memory cgroup here)")
+        if self.tasks:
+            parts.append(f"at most {self.tasks_max} tasks (cgroup v{self.tasks[0]} pids.max)")
+        else:
+            parts.append("no bound on its tasks (no pids cgroup here)")
         return "; ".join(parts)
+
+    def tasks_refused(self) -> int:
+        """How many of its forks and clones the kernel refused at its task bound (0 where it cannot tell)."""
+        if self.tasks is None:
+            return 0
+        try:
+            fields = dict(line.split() for line in _read(self.tasks[1] / "pids.events").splitlines() if len(line.split()) == 2)
+        except OSError:
+            return 0
+        return int(fields.get("max", 0))
 
     def freeze(self) -> bool:
         """Freeze every process of the worker; True once the kernel says they all are (within FREEZE_WAIT_S)."""
@@ -280,11 +307,21 @@ def _v2_memory(folder: Path, memory_bytes: int) -> bool:
     return True
 
 
+def _pids_max(folder: Path, tasks: int | None) -> bool:
+    """Set the task bound where the cgroup has the pids controller."""
+    if tasks is None or not (folder / "pids.max").exists():
+        return False
+    try:
+        _write(folder / "pids.max", str(tasks))
+    except OSError:
+        return False
+    return True
+
+
 def _try_v2(name: str, memory_bytes: int | None, need_memory: bool) -> WorkerCgroup | None:
     """A v2 cgroup with a freezer (and the memory bound, where need_memory): the first home that gives it."""
     for home in _v2_homes():
-        if need_memory:
-            _enable_memory(home)
+        _enable(home, ["memory", "pids"] if need_memory else ["pids"])
         folder = _new_folder(home, name)
         if folder is None:
             continue
@@ -301,15 +338,33 @@ def _try_v2(name: str, memory_bytes: int | None, need_memory: bool) -> WorkerCgr
     return None
 
 
-def _enable_memory(home: Path) -> None:
-    """Hand the memory controller to home's children where it is offered and not yet handed
-    (allowed in the root cgroup, or one without processes of its own)."""
+def _enable(home: Path, controllers: list[str]) -> None:
+    """Hand controllers (memory, pids) to home's children where they are offered and not yet
+    handed (allowed in the root cgroup, or one without processes of its own): in one write, else
+    (one refused) each alone."""
     try:
-        if "memory" in _read(home / "cgroup.controllers").split() and \
-                "memory" not in _read(home / "cgroup.subtree_control").split():
-            _write(home / "cgroup.subtree_control", "+memory")
+        offered = _read(home / "cgroup.controllers").split()
+        handed = _read(home / "cgroup.subtree_control").split()
     except OSError:
-        pass
+        return
+    wanted = [f"+{c}" for c in controllers if c in offered and c not in handed]
+    for attempt in ([" ".join(wanted)] if wanted else []) + (wanted if len(wanted) > 1 else []):
+        try:
+            _write(home / "cgroup.subtree_control", attempt)
+            if attempt == " ".join(wanted):
+                return
+        except OSError:
+            pass
+
+
+def _try_v1_pids(name: str, tasks: int | None) -> Path | None:
+    """A cgroup in v1's pids hierarchy bounded at `tasks`, None where there is none to be had."""
+    home = _v1_home("pids")
+    folder = _new_folder(home, name) if home and tasks is not None else None
+    if folder is not None and not _pids_max(folder, tasks):
+        folder.rmdir()
+        return None
+    return folder
 
 
 def _try_v1(name: str, memory_bytes: int | None) -> tuple[tuple[int, Path] | None, tuple[int, Path] | None, list[Path]]:
@@ -333,25 +388,38 @@ def _try_v1(name: str, memory_bytes: int | None) -> tuple[tuple[int, Path] | Non
     return freezer, memory, made
 
 
-def make(memory_bytes: int | None) -> tuple[WorkerCgroup | None, str]:
-    """A fresh cgroup for one worker, bounded at memory_bytes; (None, why) where no freezer and no
-    memory bound can be had here, else (the cgroup, what it lacks: "" when nothing)."""
+def make(memory_bytes: int | None, tasks: int | None = DEFAULT_TASKS) -> tuple[WorkerCgroup | None, str]:
+    """A fresh cgroup for one worker, bounded at memory_bytes and `tasks` tasks; (None, why) where
+    no freezer, no memory bound and no task bound can be had here, else (the cgroup, what it
+    lacks: "" when nothing)."""
     name = f"{PREFIX}{os.getpid()}-{next(_counter)}"
     try:
         group = _try_v2(name, memory_bytes, need_memory=True)
         if group is None:
             freezer, memory, made = _try_v1(name, memory_bytes)
+            v2 = None
             if freezer is None:  # a hybrid host without v1's freezer: v2's, freezer only
                 v2 = _try_v2(name, None, need_memory=False)
                 if v2 is not None:
                     freezer, made = v2.freezer, made + v2.made
             group = WorkerCgroup(freezer, memory, memory_bytes if memory else None, made) if made else None
+            if group is not None and v2 is not None and _pids_max(v2.made[0], tasks):
+                group.tasks, group.tasks_max = (2, v2.made[0]), tasks
+        elif _pids_max(group.made[0], tasks):
+            group.tasks, group.tasks_max = (2, group.made[0]), tasks
+        if group is None or group.tasks is None:  # the pids bound from v1's hierarchy
+            folder = _try_v1_pids(name, tasks)
+            if folder is not None:
+                group = group or WorkerCgroup(None, None)
+                group.made.append(folder)
+                group.tasks, group.tasks_max = (1, folder), tasks
     except OSError as e:
         return None, f"cgroups refused: {e}"
     if group is None:
         return None, ("no cgroup could be made for the worker (cgroup v2 and v1 freezer and memory "
                       "hierarchies absent or not writable by this user: run as root, or in a delegated cgroup)")
-    lacks = [what for what, have in (("freezer", group.freezer), ("memory bound", group.memory)) if not have]
+    lacks = [what for what, have in (("freezer", group.freezer), ("memory bound", group.memory),
+                                     ("task bound", group.tasks)) if not have]
     return group, (f"the worker's cgroup has no {' and no '.join(lacks)}" if lacks else "")
 
 

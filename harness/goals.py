@@ -199,6 +199,7 @@ TOP: dict[str, tuple[Any, str]] = {
     "floor": (lambda x: isinstance(x, dict), "an object (work: 'flops' or 'bytes')"),
     "worker_env": (_texts, "a list of environment variable names"),
     "worker_memory_gb": (_positive, "a positive number of GB"),
+    "worker_tasks": (_at_least(64, whole=True), "a whole number >= 64 (processes and threads of a worker, harness/cgroup.py)"),
 }
 PARTS: dict[str, dict[str, tuple[Any, str]]] = {
     "metric": {"name": (_name, "a name (median_s, tokens_per_s, ...)"), "unit": (_text, "a string"),

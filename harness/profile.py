@@ -156,7 +156,7 @@ def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     wall = facts.get("median_s") or 0.0
     return {**summary, "preset": facts["preset"], "gpu": facts["gpu"], "torch": facts["torch"],
             "cuda": facts.get("cuda"), "cudnn": facts.get("cudnn"), "candidate": facts["candidate"],
-            "input": "a fresh pool input", "info": facts.get("info"), "wall_s": wall,
+            "input": "throwaway inputs, in a fresh worker given nothing hidden (never used for timing or the gate)", "info": facts.get("info"), "wall_s": wall,
             "executed_flops": (facts.get("claims") or {}).get("executed_flops"),
             **{k: facts.get(k) for k in ("flops", "floor_s", "floor_note", "x_floor")},
             **claimed(summary, wall)}
@@ -190,7 +190,8 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
     total = sum(r["by_category_s"].values()) or 1.0
     for cat, t in sorted(r["by_category_s"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {cat} | {t:.4f} | {100 * t / total:.1f}% |")
-    lines += ["", f"## Top {'kernels' if u == 'GPU' else 'ops'} by {u} time", "",
+    lines += ["", f"## Top {'kernels' if u == 'GPU' else 'ops'} by {u} time (the worker's claims: names, counts and "
+              "times as it reported them)", "",
               "| # | name | category | calls | time (s) | share |", "|---:|---|---|---:|---:|---:|"]
     for i, k in enumerate(r["top"], 1):
         lines.append(f"| {i} | {markdown(k['name'], 90)} | {k['category']} | {k['calls']} | {k['time_s']:.4f} | {k['pct']:.1f}% |")

@@ -22,6 +22,9 @@ INFO_ENTRIES = 32         # keys of a candidate's `info` (and items of any list 
 INFO_BYTES = 8192         # its size as JSON: it describes a configuration, it carries no data
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]+")
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>|#~])")
+TOP_ROWS = 15             # rows of a profile's kernel list (harness/profile.py summarize makes at most these)
+NAME_LIMIT = 80           # characters of a row's name
+_NAME_OUT = re.compile(r"[^A-Za-z0-9_:<>,.()\[\]*&+\- ]")
 
 
 class Malformed(Exception):
@@ -37,6 +40,14 @@ def one_line(value: Any, limit: int = TEXT_LIMIT) -> str:
 def markdown(value: Any, limit: int = TEXT_LIMIT) -> str:
     """one_line, with markdown's special characters escaped (a table cell, a list item)."""
     return _MARKDOWN.sub(r"\\\1", one_line(value, limit))
+
+
+def kernel_name(value: Any) -> str:
+    """A profile row's name as the worker claims it, cut to what a kernel's or an op's name is
+    made of (letters, digits, `_:<>,.()[]*&+-` and spaces) and to NAME_LIMIT characters: a row
+    carries no arbitrary bytes into the markdown the agent reads."""
+    text = _NAME_OUT.sub("", str(value))
+    return text if len(text) <= NAME_LIMIT else text[: NAME_LIMIT - 3] + "..."
 
 
 def _number(msg: dict[str, Any], key: str, *, optional: bool = False, integer: bool = False) -> float | None:
@@ -122,8 +133,8 @@ def profile(msg: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(cats, dict) or set(cats) != set(CATEGORIES):
         raise Malformed("the profile's categories are not the harness's")
     top = s.get("top")
-    if not isinstance(top, list) or len(top) > 100 or not all(isinstance(k, dict) for k in top):
-        raise Malformed("the profile's kernel list is not a short list of entries")
+    if not isinstance(top, list) or len(top) > TOP_ROWS or not all(isinstance(k, dict) for k in top):
+        raise Malformed(f"the profile's kernel list is not a list of at most {TOP_ROWS} entries")
     comp = s.get("compile")
     if comp is not None and not isinstance(comp, dict):
         raise Malformed("the profile's compile figures are not a dict")
@@ -131,7 +142,7 @@ def profile(msg: dict[str, Any]) -> dict[str, Any]:
         "unit": unit, "kernel_time_s": _number(s, "kernel_time_s"), "busy_s": _number(s, "busy_s"),
         "launches": _number(s, "launches", integer=True),
         "by_category_s": {c: _number(cats, c) for c in CATEGORIES},
-        "top": [{"name": one_line(k.get("name"), 200), "time_s": _number(k, "time_s"),
+        "top": [{"name": kernel_name(k.get("name")), "time_s": _number(k, "time_s"),
                  "calls": _number(k, "calls", integer=True), "pct": _number(k, "pct"),
                  "category": k["category"] if k.get("category") in CATEGORIES else "other"} for k in top],
         "compile": None if comp is None else {key: _number(comp, key, integer=True)

@@ -271,6 +271,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
             return recs
         with started(keeper, cand, preset, device, **options) as (k, s):
             kf, cf = measure_pair(k, s, pairs(goals, preset, s), want_frame=True, keeper_in_full=first)
+            k.stop_worker()  # timed: nothing of the keeper's runs beside the candidate's profile worker
             if first:
                 fill(recs[0], k, kf)
                 if not kf["passed"]:

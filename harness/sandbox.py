@@ -3,7 +3,7 @@ filesystem built from an allow-list.
 
     policy = worker_process.policy(...)          # a Policy: everything the worker is given
     print(policy)                                # one printable object
-    argv, fds = sandbox.wrap(["python", "-m", "harness.worker", "3", "4", "5"], policy)
+    argv, fds = sandbox.wrap(worker_process.worker_command(3, 4, 5), policy)
 
 bubblewrap (`bwrap`, a Debian/Ubuntu/Fedora package, the tool Flatpak and Claude Code's own
 sandbox use) starts the worker in new user, PID, network, IPC, UTS and mount namespaces, with
@@ -19,15 +19,17 @@ the harness's. What follows for the candidate:
   tmpfs and every socket the host has bound inside a folder the view shows is covered by
   /dev/null. A seccomp filter (harness/seccomp.py) refuses the calls that reach kernel state the
   namespaces do not separate (keyrings, file handles, watches on host files, page-cache
-  residency, vsock, io_uring, ...).
+  residency probes and evictions, file locks, which the host's /proc/locks lists: done as no-ops,
+  vsock, io_uring, ...).
 - Mount: an allow-list, not the host's `/` minus exceptions. The worker's root is empty (and
   read-only) but for what `Policy.shown` lists, read-only: the system folders that hold the C
   library, the compilers and CUDA (/usr, /lib*, /bin, /sbin, the /etc files its libraries read,
   CUDA's and the driver's folders, the folders of LD_LIBRARY_PATH), the interpreter's prefixes
   and package folders, the harness, the target's code, goals file and assets minus the hidden
   ones (inputs, references, pool), and the candidate's own folder; a fresh /proc (its PID
-  namespace's), a fresh /dev with only its GPUs' nodes, /sys read-only without the cgroup tree,
-  and a /tmp of its own (a tmpfs of limited size, its only writable place besides its devices,
+  namespace's), a fresh /dev with only its GPUs' nodes, of /sys only what torch, CUDA and NVML
+  read (SYS_SHOWN: the CPU and NUMA topology, the PCI index, the GPUs' PCI folders, the NVIDIA
+  driver's module), and a /tmp of its own (a tmpfs of limited size, its only writable place besides its devices,
   gone when it exits: nothing survives into the next experiment). So /home, /root, /work, /srv,
   /mnt, /opt (but an interpreter kept there), /var, records/, results.tsv, .git, a copy of the
   assets anywhere else, and every host socket outside the shown folders are not there at all.
@@ -84,12 +86,37 @@ ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alternativ
        "nsswitch.conf", "host.conf", "hosts", "gai.conf", "protocols", "services", "localtime", "timezone",
        "os-release", "debian_version", "lsb-release", "redhat-release", "system-release", "mime.types",
        "python3*", "nccl.conf", "nvidia", "OpenCL", "vulkan", "glvnd")
-# Never shown, even inside /sys: the cgroup tree (the harness's layout, the rival worker's usage
-# figures, and the files that freeze and bound a worker: read-only, but none of its business).
+# Of /sys, only what torch, CUDA and NVML read (an allow-list, like the rest of the view): the CPU
+# topology and caches (torch's cpuinfo, OpenMP), NUMA nodes (CUDA, NCCL, hwloc), the NVIDIA
+# driver's module parameters, and the PCI device folders of the NVIDIA devices with their links
+# in /sys/bus/pci/devices (NVML, CUDA, NCCL's topology: `gpu_sys_view`), each where it exists.
+# /sys/bus/pci/devices holds those links only: gloo reads the `class` of every device listed there,
+# and a link to a folder not shown would fail it. Not the host's network
+# interfaces and their counters (/sys/class/net), its disks and their I/O (/sys/block), firmware
+# tables and DMI (/sys/firmware, /sys/class/dmi), /sys/kernel, /sys/fs (the cgroup tree: the
+# harness's layout, the rival's usage figures) or /sys/power.
+SYS_SHOWN = ("/sys/devices/system/cpu", "/sys/devices/system/node", "/sys/module/nvidia*")
+PCI_DEVICES = "/sys/bus/pci/devices"
+NVIDIA_VENDOR = "0x10de"
+# Never shown, even were a folder above them shown: the cgroup tree.
 SYS_HIDDEN = ("/sys/fs/cgroup",)
 # Of its fresh /proc, covered by /dev/null: the keys and keyrings of the host's users with their
-# serial numbers (the keyring calls are refused, harness/seccomp.py; their names are not its business).
-PROC_COVERED = ("/proc/keys", "/proc/key-users")
+# serial numbers (the keyring calls are refused, harness/seccomp.py; their names are not its
+# business), and the host's disk I/O counters (what /sys/block would tell; nothing in the stack reads them).
+PROC_COVERED = ("/proc/keys", "/proc/key-users", "/proc/diskstats")
+
+
+# What a worker can still learn or carry, each left for the reason given (README, harness/alternate.py).
+RESIDUAL = (
+    "page cache: the timing (or fault count) of a read tells whether a page of a shared file is cached, and a read "
+    "caches it, once (nothing in the worker evicts one): a write-once, low-bandwidth channel to the next worker; "
+    "closing it needs a view with no shared files (the interpreter, torch and CUDA are shared)",
+    "its clock jumps while it is frozen (its rival's timed calls), and the build order: harness/alternate.py",
+    "/proc's host-wide figures (stat, loadavg, pressure, uptime): the host's CPU time, which a shared CPU shows anyway",
+    "uid 0 inside is the harness's uid outside: files the view shows that only that user may read, it reads",
+    "a candidate in a folder of its own with helper modules sees that folder (a keeper, whose record holds one "
+    "file, does not)",
+)
 
 
 class Unavailable(Exception):
@@ -122,6 +149,8 @@ class Policy:
     chdir: str | None = None
     scratch: str = SCRATCH
     scratch_bytes: int = SCRATCH_BYTES
+    candidate_at: str | None = None     # where every worker of the project finds the candidate's source
+    tasks: int | None = None            # its task bound (pids.max, harness/cgroup.py), where the machine has one
 
     def readable(self) -> list[str]:
         """Landlock's read rules: the same allow-list, as the worker's paths (and its fresh /proc and /dev)."""
@@ -139,6 +168,17 @@ class Policy:
         lines += ["  writable:"] + [f"    {w}" for w in self.writable]
         lines += ["  environment:"] + [f"    {k}={v}" for k, v in sorted(self.env.items())]
         lines += [f"  gpus: {', '.join(self.gpus) or 'none'}", f"  working folder: {self.chdir}"]
+        lines += [f"  candidate: its source written to {self.candidate_at} in every worker, a keeper's and a candidate's "
+                  "alike; the same module name, working folder, command line and environment for both",
+                  "  interpreter: isolated (python -I -B -u harness/worker.py): no working folder, script folder, "
+                  "PYTHONPATH or user site on sys.path before the walls; the harness imported from its folder; of the "
+                  "project root only the frozen code's top-level names (the adapter's package, goals.json frozen)",
+                  f"  kernel bounds (harness/cgroup.py, where this machine has them): a freezer, a memory bound, at most "
+                  f"{self.tasks} tasks (pids.max)"]
+        lines += ["  system calls (harness/seccomp.py):", f"    refused: {', '.join(seccomp.refused())}",
+                  f"    succeed without doing anything: {', '.join(seccomp.answered(seccomp.IGNORE))}",
+                  f"    not supported (EOPNOTSUPP): {', '.join(seccomp.answered(seccomp.UNSUPPORTED))}"]
+        lines += ["  what remains (known, left):"] + [f"    {r}" for r in RESIDUAL]
         return "\n".join(lines)
 
 
@@ -171,8 +211,27 @@ def system_view() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     for folder in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
         if folder.startswith("/") and os.path.isdir(folder):
             add(os.path.normpath(folder))
-    add("/sys")
+    for pattern in SYS_SHOWN:
+        for path in sorted(glob.glob(pattern)):
+            add(path)
+    for link, target in gpu_sys_view():
+        links[link] = target
+        add(os.path.realpath(link))
     return sorted(shown.items()), sorted(links.items())
+
+
+def gpu_sys_view() -> list[tuple[str, str]]:
+    """(link in /sys/bus/pci/devices, what it points to) for each of this host's NVIDIA PCI
+    devices: the worker's view has these links and the device folders they lead to, no other."""
+    out = []
+    for link in sorted(glob.glob(os.path.join(PCI_DEVICES, "*"))):
+        try:
+            vendor = Path(link, "vendor").read_text().strip()
+            if vendor == NVIDIA_VENDOR:
+                out.append((link, os.readlink(link)))
+        except OSError:
+            continue
+    return out
 
 
 def bwrap() -> str | None:
@@ -199,8 +258,9 @@ def describe(landlock_abi: int, ranks: int = 1) -> str:
     inner = f"landlock-abi{landlock_abi}" if landlock_abi > 0 else "no landlock"
     if landlock_abi >= 4 and ranks > 1:
         inner += f" on each of {ranks} ranks (TCP, abstract sockets, signals: left to the namespaces)"
-    walls = inner + (" + seccomp (no keyrings, bpf, perf events, file handles or watches, page-cache queries, "
-                     "vsock, io_uring, foreign ABIs)" if seccomp.program() is not None else "")
+    walls = inner + (" + seccomp (no keyrings, bpf, perf events, file handles or watches, page-cache queries or "
+                     "evictions, file locks (done as no-ops), vsock, io_uring, foreign ABIs)"
+                     if seccomp.program() is not None else "")
     return f"bwrap (user, pid, net, ipc, uts, mount namespaces; an allow-list view) + {walls}"
 
 

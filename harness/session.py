@@ -129,6 +129,7 @@ class Session(Measuring):
         # The host memory the worker's cgroup may hold, all its processes together (harness/cgroup.py).
         gb = self.goals.worker_memory_gb
         self.worker_memory_bytes = int(gb * cgroup.GB) if gb is not None else cgroup.default_memory_bytes()
+        self.worker_tasks = int(self.goals.get("worker_tasks", cgroup.DEFAULT_TASKS))  # its pids.max (checked: goals.py)
         self.gone: str | None = None    # why the worker was stopped early (a freeze the kernel could not make)
 
     # --- setting up -------------------------------------------------------------------------
@@ -162,19 +163,18 @@ class Session(Measuring):
             self.bench_x, self.bench_ref = other.bench_x, other.bench_ref
         else:
             self.bench_x, self.bench_ref, _ = _common.load_reference_asset(self.goals, self.adapter, self.preset)
-        x, ref = self.bench_x, self.bench_ref
-        self.inp = SharedBuffer(list(x.shape), x.dtype, self.device)
-        self.out = SharedBuffer(list(ref.shape), ref.dtype, self.device)
-        self.buffers = [self.inp, self.out]
-        self.private_out = torch.empty_like(self.out.tensor)
+        self._new_buffers()
         scratch = sandbox.SCRATCH
         if self.unsandboxed:
             self.scratch = Path(tempfile.mkdtemp(prefix="auto-optim-worker-"))
             scratch = str(self.scratch)
         self.gpus = worker_process.gpus(self.device, self.ranks, sandboxed=not self.unsandboxed)
         self.policy = worker_process.policy(self.candidate, self._hidden(), self.gpus, self.goals, scratch, self.ranks)
-        worker_cfg = {
-            "goals_path": str(_common.goals_path()), "device": self.device, "candidate": str(self.candidate),
+        self.worker_cfg = {
+            "goals_path": str(_common.goals_path()), "device": self.device,
+            "candidate": worker_process.candidate_path(self.goals, scratch),
+            "candidate_home": None if (home := worker_process.candidate_home(self.candidate)) is None else str(home),
+            "project_names": sorted(worker_process.frozen_names(self.goals)),
             "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(), "ranks": self.ranks,
             "landlock": {"readable": self.policy.readable(), "listable": list(self.policy.masked),
                          "hidden": list(self.policy.hidden), "writable": list(self.policy.writable)}
@@ -183,15 +183,29 @@ class Session(Measuring):
         if self.memory_gb is not None:  # all this process will hold is in place before the ballast
             self._load_private()
             self.ballast = Ballast(self.ranks, self.memory_gb).take()
+        self._start_worker()
+        if self.memory_gb is None:  # while the worker starts
+            self._load_private()
+
+    def _new_buffers(self) -> None:
+        """The shared input and output buffers of a worker (a fresh worker gets fresh ones: an old
+        buffer still holds the last input and output its worker was given)."""
+        for b in self.buffers:
+            b.close()
+        x, ref = self.bench_x, self.bench_ref
+        self.inp = SharedBuffer(list(x.shape), x.dtype, self.device)
+        self.out = SharedBuffer(list(ref.shape), ref.dtype, self.device)
+        self.buffers = [self.inp, self.out]
+        self.private_out = torch.empty_like(self.out.tensor)
+
+    def _start_worker(self) -> None:
         try:
-            self.worker = WorkerProcess(worker_cfg, [b.fd for b in self.buffers], self.policy, not self.unsandboxed,
-                                        self.timeouts, self.worker_memory_bytes)
+            self.worker = WorkerProcess(self.worker_cfg, [b.fd for b in self.buffers], self.policy, not self.unsandboxed,
+                                        self.timeouts, self.worker_memory_bytes, self.worker_tasks)
         except Failed as e:
             raise _common.SetupError(f"the worker could not start: {e}") from None
         if self.worker.cgroup_note:
             _note_once(f"harness: {self.worker.cgroup_note}; {self.worker_label()}")
-        if self.memory_gb is None:  # while the worker starts
-            self._load_private()
 
     def _load_private(self) -> None:
         """Load what only this process may see: the pool, the benchmark pair on the device (and
@@ -353,14 +367,20 @@ class Session(Measuring):
         return f"{sandbox.describe(self.landlock_abi, self.ranks)}; {self.worker_label()}"
 
     def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
-        """One profiled call, then the FLOP count (count_flops), each on a fresh input and checked
-        like the others. What the worker reports about itself is the candidate's claim: its
-        figures are kept as such, in facts["claims"]["profile"] (harness/profile.py claimed); they
-        inform, and are never the metric nor, alone, the stop rule's (harness/floor.py verdict)."""
+        """One profiled call, then the FLOP count (count_flops), in a fresh worker that is given
+        nothing hidden: the worker that was measured is stopped first (it has seen the benchmark
+        input and pool inputs, and its reply here is text the agent reads: a profile's rows could
+        carry them), and the fresh one, on fresh buffers, is built and called on throwaway inputs
+        (adapter.make_input, random seeds) that are never used for timing or the gate; its outputs
+        are not judged, only its failures are. What it reports about itself is the candidate's
+        claim: its figures are kept as such, in facts["claims"]["profile"] (harness/profile.py
+        claimed); they inform, and are never the metric nor, alone, the stop rule's
+        (harness/floor.py verdict). The worker that was measured is gone after this."""
         from harness import profile
 
         try:
-            _, rep = self._call("profile", ("pool", self._fresh(1)[0]), facts)
+            self._fresh_worker()
+            rep = self._throwaway_call("profile")
             summary = self._checked("profile", replies.profile, rep)
         except (Failed, _common.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while profiling: {e}")
@@ -368,13 +388,41 @@ class Session(Measuring):
         facts.setdefault("claims", {})["profile"] = profile.claimed(summary, facts.get("median_s"))
         return summary if self.count_flops(facts) else None
 
+    def _throwaway(self) -> torch.Tensor:
+        """An input of the benchmark's shape that nothing else uses (made on the CPU, as the build's example)."""
+        x = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), "cpu")
+        return x.to(self.bench_x.dtype)
+
+    def _fresh_worker(self) -> None:
+        """Stop this session's worker; start, await and build a fresh one on fresh buffers with a
+        throwaway example, then warm it up with throwaway calls (a compile's first call is not the
+        profile's)."""
+        self.stop_worker()
+        self._new_buffers()
+        self._start_worker()
+        self.await_ready()
+        self.inp.tensor.copy_(self._throwaway())
+        _common.sync(self.device)
+        self._checked("build", lambda r: replies.info(r.get("info")), self.worker.request("build", self.timeouts["build_s"]))
+        for _ in range(self.warmup):
+            self._throwaway_call("call")
+
+    def _throwaway_call(self, op: str) -> dict[str, Any]:
+        """`op` on a throwaway input: a failure is the candidate's, the output is not judged."""
+        x = self._throwaway()
+        _, reply = self._round_trip(op, x)
+        error = self._checked(op, replies.call_error, reply)
+        if error:
+            raise Failed("gate_fail", f"a throwaway input: {error}")
+        return reply
+
     def count_flops(self, facts: dict[str, Any]) -> bool:
         """The FLOPs the candidate executes in one call (torch's FlopCounterMode around a call in
-        the worker, on a fresh input, checked): the worker's count, so a claim, kept as
-        facts["claims"]["executed_flops"] (harness/floor.py never takes it above the model's
-        nominal count); False if the call failed."""
+        the worker, on a throwaway input, in profile's fresh worker): the worker's count, so a claim,
+        kept as facts["claims"]["executed_flops"] (harness/floor.py never takes it above the
+        model's nominal count); False if the call failed."""
         try:
-            _, counted = self._call("flops", ("pool", self._fresh(1)[0]), facts)
+            counted = self._throwaway_call("flops")
             count, error = self._checked("flops", replies.flops, counted)
         except (Failed, _common.SetupError) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while counting FLOPs: {e}")

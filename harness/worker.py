@@ -1,10 +1,23 @@
 """The worker: the only process that runs candidate code. Started by harness/session.py.
 
-    python -m harness.worker SOCKET INPUT OUTPUT     (the descriptors it inherited)
+    python -I -B -u /path/to/harness/worker.py SOCKET INPUT OUTPUT   (the descriptors it inherited: `command`)
+
+Its interpreter is isolated (-I): neither the working folder nor the script's folder nor
+PYTHONPATH nor the user's site-packages is on sys.path, and no PYTHON* variable is read, so
+nothing of the project root (which the agent writes: a planted pathlib.py, sitecustomize.py or
+usercustomize.py) is imported before the walls are up. The harness package is imported from this
+file's own folder by path (`_harness_from_its_folder`), the project root kept off sys.path; the
+environment's absolute PYTHONPATH folders outside the project come back after Landlock
+(`_import_path_after_walls`). The project root never goes on sys.path: of its top-level modules
+and packages only the frozen code's are importable (`ProjectFinder`: the adapter's package and
+those of goals.json "frozen"), so a module planted there under a name that torch or a library
+tries and does not find (opt_einsum, dill, pynvml, ...) is not imported, in a keeper's worker
+or a candidate's. The candidate's own folder (`candidate_home`, a folder of its own holding its
+helpers) is importable as a script's is.
 
 Its life, in order:
  0. move its descriptors to 3, 4 and 5, close every other, and start again as
-    `python -m harness.worker 3 4 5`: the numbers the harness had free depend on the tool that
+    `command(3, 4, 5)`: the numbers the harness had free depend on the tool that
     started it (run_experiment holds lock files, verify does not), and a candidate could read
     them in /proc/self; now every tool's worker looks the same;
  1. read the configuration from the harness;
@@ -13,7 +26,9 @@ Its life, in order:
     (harness/landlock.py), the second wall inside the namespaces the harness started it in
     (harness/sandbox.py), while it still has one thread and no candidate code;
  3. import torch, map the two shared buffers (harness/shared.py); import the candidate from the
-    source bytes the harness sent (not from the file, which the agent may be editing), then load
+    source bytes the harness sent (not from the file, which the agent may be editing), written
+    to the path the harness names (`candidate`: the same for a keeper and a candidate, in the
+    worker's own /tmp: neither its path nor its folder tells a worker its role), then load
     the frozen model. A candidate that cannot be imported loads no model: its failure is the answer
     to "build", seconds after the start, not minutes later (a model load, the keeper's build);
  4. time the boundary for the harness: copy an output-sized tensor into the shared output buffer,
@@ -34,6 +49,9 @@ checks every output); what the worker reports besides (info, profile) is informa
 from __future__ import annotations
 
 import fcntl
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
 import socket
 import sys
@@ -42,9 +60,69 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+
+def _harness_from_its_folder() -> None:
+    """Import the harness package from this file's folder, by path: the project root, which holds
+    it and which the agent writes, is never put on sys.path for it (harness/__init__.py appends
+    it for the tools; here it is taken off again: ProjectFinder imports what the worker needs of it)."""
+    here = Path(__file__).resolve().parent
+    if "harness" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("harness", here / "__init__.py", submodule_search_locations=[str(here)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["harness"] = module
+        spec.loader.exec_module(module)
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here.parent]
+
+
+if __name__ == "__main__":  # a worker; imported (tests, tools), the harness is already there
+    _harness_from_its_folder()
 from harness import landlock, worker_group  # noqa: E402  (standard library only)
 from harness.channel import Channel  # noqa: E402
+
+
+class ProjectFinder(importlib.abc.MetaPathFinder):
+    """Top-level imports of the frozen code's names only (`names`) from the project root, after
+    every installed module (it is last on sys.meta_path): the root itself is never on sys.path."""
+
+    def __init__(self, root: Path, names: set[str]) -> None:
+        self.root, self.names = str(root), names
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None):
+        if path is not None or name not in self.names:
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, [self.root])
+
+
+def load_adapter(common: Any, goals: Any, names: list[str]) -> Any:
+    """The target's adapter, imported through ProjectFinder (`names`: the frozen code's,
+    harness/worker_process.py frozen_names) with the project root off sys.path
+    (harness/_common.py load_adapter appends it, for the tools: taken off again here)."""
+    root = common.root().resolve()
+    if not any(isinstance(f, ProjectFinder) for f in sys.meta_path):
+        sys.meta_path.append(ProjectFinder(root, set(names)))
+    try:
+        importlib.import_module(goals["adapter"])  # before load_adapter puts the root on sys.path
+    except ModuleNotFoundError:
+        pass  # load_adapter says which, in one line
+    adapter = common.load_adapter(goals)
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != root]
+    return adapter
+
+
+def command(*args: str | int) -> list[str]:
+    """The command line of a worker interpreter (rank 0, or another rank of a group): isolated
+    (-I: see the module's docstring), no bytecode written (-B), unbuffered output (-u: the harness
+    reads its last lines)."""
+    return [sys.executable, "-I", "-B", "-u", str(Path(__file__).resolve()), *map(str, args)]
+
+
+def _import_path_after_walls() -> None:
+    """The environment's PYTHONPATH folders that -I left out, first on sys.path as without it:
+    the absolute ones outside the project (a relative one is the working folder, the project root)."""
+    root = Path(__file__).resolve().parent.parent
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if os.path.isabs(p) and root not in (Path(p).resolve(), *Path(p).resolve().parents)]
+    sys.path[:0] = [p for p in extra if p not in sys.path]
 
 
 CHANNEL_FD, INPUT_FD, OUTPUT_FD = 3, 4, 5
@@ -95,12 +173,12 @@ class Worker:
                                   for b in (cfg["input"], cfg["output"]))
         goals = _common.load_goals()
         self.goals = goals
-        self.adapter = _common.load_adapter(goals)
+        self.adapter = load_adapter(_common, goals, cfg.get("project_names", []))
         # The candidate's module before the model (step 3 above): one that cannot be imported is
         # reported by build() at once, and no model is loaded for it.
         self.import_error: Exception | None = None
         try:
-            self.build_fn = load_source(cfg["candidate"], cfg["source"], goals["build_fn"])
+            self.build_fn = load_source(cfg["candidate"], cfg["source"], goals["build_fn"], cfg.get("candidate_home"))
         except Exception as e:  # noqa: BLE001 - the candidate's failure: build() raises it
             self.build_fn, self.import_error = None, e
         self.model = self.adapter.load_model(self.device) if self.import_error is None else None
@@ -197,12 +275,25 @@ def flop_counter():
     return fc.FlopCounterMode(display=False, custom_mapping=mapping)
 
 
-def load_source(path: str, source: str, build_fn: str):
-    """Import the candidate from the bytes the harness read and hashed (harness/loader.py), its
-    folder importable as a script's is."""
+def load_source(path: str, source: str, build_fn: str, home: str | None = None):
+    """Import the candidate from the bytes the harness read and hashed (harness/loader.py), first
+    written to `path` (in the worker's /tmp: code that reads its own file finds these bytes), its
+    folder importable as a script's is; then `home`, the candidate's own folder where it holds
+    other Python code (its helpers), importable too."""
     from harness.loader import build_function, load_source as load
 
+    _write_once(Path(path), source)
+    if home and home not in sys.path:
+        sys.path.insert(0, home)
     return build_function(load(path, source, "candidate", own_folder_first=True), build_fn, path)
+
+
+def _write_once(path: Path, text: str) -> None:
+    """Write the candidate's source where the harness says (each rank of a group may: atomically)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    part.write_text(text)
+    os.replace(part, path)
 
 
 def serve(chan: Channel) -> None:
@@ -214,6 +305,7 @@ def serve(chan: Channel) -> None:
     # process's own /proc entry), while no candidate code exists anywhere (harness/worker_group.py).
     group = worker_group.Group(cfg) if int(cfg.get("ranks", 1)) > 1 else None
     abi = restrict(cfg, group is not None)
+    _import_path_after_walls()
     t0 = time.perf_counter()
     if group:
         group.watch()
@@ -248,6 +340,7 @@ def serve_rank(chan: Channel) -> None:
     cfg = chan.recv()
     rank = int(cfg["rank"])
     abi = restrict(cfg, group=True)
+    _import_path_after_walls()
     worker = Worker(chan, cfg, rank)
     chan.send({"op": "ready", "landlock_abi": abi})
     while True:
@@ -298,7 +391,8 @@ def main() -> None:
         serve_rank(Channel(socket.socket(fileno=int(sys.argv[2]))))
         return
     if settle_fds([int(a) for a in sys.argv[1:4]]):
-        os.execv(sys.executable, [sys.executable, "-m", "harness.worker", *map(str, (CHANNEL_FD, INPUT_FD, OUTPUT_FD))])
+        argv = command(CHANNEL_FD, INPUT_FD, OUTPUT_FD)
+        os.execv(argv[0], argv)
     chan = Channel(socket.socket(fileno=CHANNEL_FD))
     try:
         serve(chan)

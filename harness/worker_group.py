@@ -3,7 +3,7 @@
 The harness starts one worker (harness/worker.py) as for any preset. That worker is rank 0: the
 only process that talks to the harness and maps the shared input and output buffers. Before it
 imports torch (so before any candidate code exists), it starts ranks 1..N-1 itself
-(`python -m harness.worker --rank FD`), each on a socket pair of its own and with none of its
+(`python -I -B -u harness/worker.py --rank FD`: harness/worker.py command), each on a socket pair of its own and with none of its
 other descriptors: they are its children, in the sandbox's namespaces, under its seccomp filter
 and in its cgroup (frozen and bounded with it, harness/cgroup.py: the bound is the group's, all
 ranks together), and each applies the harness's Landlock rules to itself first, as rank 0 does
@@ -59,7 +59,9 @@ class Group:
 
     def _start(self, rank: int, cfg: dict[str, Any]) -> tuple[subprocess.Popen, Channel]:
         mine, theirs = socket.socketpair()
-        argv = [sys.executable, "-m", "harness.worker", "--rank", str(theirs.fileno())]
+        # The same isolated interpreter as rank 0's (harness/worker.py command).
+        argv = [sys.executable, "-I", "-B", "-u", str(Path(__file__).resolve().parent / "worker.py"), "--rank",
+                str(theirs.fileno())]
         proc = subprocess.Popen(argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
         theirs.close()
         chan = Channel(mine)

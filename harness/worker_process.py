@@ -6,6 +6,7 @@ timeouts, with a teardown that leaves nothing running. The measuring logic is ha
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -46,14 +47,14 @@ class WorkerProcess:
     """A started worker: request/reply with timeouts, and a teardown that leaves nothing running."""
 
     def __init__(self, cfg: dict[str, Any], buffer_fds: list[int], policy: sandbox.Policy, sandboxed: bool,
-                 timeouts: dict[str, float], memory_bytes: int | None = None) -> None:
+                 timeouts: dict[str, float], memory_bytes: int | None = None, tasks: int | None = cgroup.DEFAULT_TASKS) -> None:
         become_subreaper()
         self.timeouts = timeouts
         parent, child = socket.socketpair()
         fds = [child.fileno(), *buffer_fds]  # the worker moves them to 3, 4, 5 (worker.settle_fds)
-        argv = [sys.executable, "-m", "harness.worker", *map(str, fds)]
+        argv = worker_command(*fds)
         argv, extra = sandbox.wrap(argv, policy) if sandboxed else (argv, [])
-        self.cgroup, self.cgroup_note = cgroup.make(memory_bytes)
+        self.cgroup, self.cgroup_note = cgroup.make(memory_bytes, tasks)
         try:
             self.proc = subprocess.Popen(
                 cgroup.entering(self.cgroup, argv), cwd=HARNESS.parent, env=dict(policy.env), pass_fds=[*fds, *extra],
@@ -108,6 +109,9 @@ class WorkerProcess:
             bound = self.cgroup.memory_bytes or 0
             how = (f"killed by the kernel at its memory bound of {bound / cgroup.GB:.3g} GB (out of memory in its "
                    f"cgroup; goals.json worker_memory_gb sets the bound)")
+        if self.cgroup is not None and self.cgroup.tasks_refused():
+            how += (f" (the kernel refused {self.cgroup.tasks_refused()} of its forks at its bound of {self.cgroup.tasks_max} "
+                    "tasks; goals.json worker_tasks sets the bound)")
         last = " | ".join(self.tail.last(3))
         return f"worker {how}" + (f": {last}" if last else "")
 
@@ -171,18 +175,92 @@ def gpus(device: str, count: int, sandboxed: bool = True) -> Gpus:
     return Gpus(uuids, nodes)
 
 
+def worker_command(*args: int | str) -> list[str]:
+    """The worker's command line: an isolated interpreter that runs harness/worker.py by path
+    (harness/worker.py command, which its own restart uses too)."""
+    from harness.worker import command
+
+    return command(*args)
+
+
+def candidate_path(goals: Any, scratch: str) -> str:
+    """Where the worker writes and imports the candidate's source: the same for every worker of a
+    project, a keeper's and a candidate's alike (a fixed name in its own /tmp): a keeper is
+    measured from a private folder of its own, a candidate from the agent's, and a path that
+    differed would tell a worker its role."""
+    return str(Path(scratch) / "candidate" / Path(goals["candidate"]).name)
+
+
+def frozen_names(goals: Any, root: Path | None = None) -> set[str]:
+    """The top-level names of the project's code a worker imports from the project root: the
+    adapter's package, the top folder or module of each goals.json "frozen" file, and every
+    package or module at the root that those import, followed from import to import (read from
+    their source: `import x`, `from x import y`, at any depth of a function). harness/worker.py
+    ProjectFinder imports no other top-level name from the root, and the view shows no other: a
+    module the agent writes there under a name that something tries and does not find elsewhere
+    (torch tries opt_einsum, dill, pynvml, ...) is never imported."""
+    root = root or _common.root()
+    names = {str(goals["adapter"]).split(".")[0]}
+    for path in goals.get("frozen", ()):
+        first = Path(path).parts[0]
+        names.add(first[:-3] if first.endswith(".py") else first)
+    todo = sorted(names)
+    while todo:
+        top = root / todo.pop()
+        files = sorted(top.rglob("*.py")) if top.is_dir() else [top.with_suffix(".py")]
+        for name in {n for f in files for n in _imported_tops(f)} - names - {HARNESS.name}:  # imported by path
+            if (root / name / "__init__.py").is_file() or (root / f"{name}.py").is_file():
+                names.add(name)
+                todo.append(name)
+    return names
+
+
+def _imported_tops(path: Path) -> set[str]:
+    """The top-level names a Python file imports absolutely (none where it cannot be read or parsed)."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def candidate_home(candidate: Path) -> Path | None:
+    """The candidate's folder, where the worker must see it: when it holds other Python code than
+    the candidate (its helpers, which it imports as a script's folder) and is no project root
+    (whose code every worker sees). A folder holding the candidate alone (a keeper's) is not
+    shown: the worker has the candidate's source."""
+    home = candidate.parent.resolve()
+    if home in {HARNESS.parent.resolve(), _common.root().resolve()}:
+        return None
+    try:
+        helpers = [e for e in home.iterdir() if e.resolve() != candidate.resolve()
+                   and (e.suffix == ".py" or (e / "__init__.py").is_file())]
+    except OSError:
+        return None
+    return home if helpers else None
+
+
 def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, scratch: str, ranks: int = 1) -> sandbox.Policy:
     """Everything the worker is given (sandbox.Policy). What it sees, read-only: the system's
     folders (sandbox.system_view), the interpreter's (interpreter_paths), and of the project its
-    code (the Python modules and packages at the top of the repository and of the target's folder:
-    the harness, the adapter and what it imports), the goals file, the assets minus the hidden ones
-    and the candidate's folder; none of the records, locks, results or history, and nothing else of
+    frozen code (the harness, the adapter's package and goals.json "frozen": frozen_names; not the
+    other modules the agent may write at the root), the goals file, the assets minus the hidden
+    ones and the candidate's folder where it holds helpers (candidate_home; the candidate's own
+    source reaches the worker through its channel); none of the records, locks, results or history, and nothing else of
     the host's. What it may write: its scratch folder and its devices. Its environment. Of the
     host's GPUs, those given."""
     projects = [HARNESS.parent, _common.root()]
-    code = [e for top in projects for e in sorted(top.iterdir()) if e.suffix == ".py" or (e / "__init__.py").is_file()]
-    home = candidate.parent  # importable, as a script's folder is (a project's: its code above)
-    if home.resolve() not in {p.resolve() for p in projects}:
+    names = frozen_names(goals) | {HARNESS.name}
+    code = [e for top in projects for e in sorted(top.iterdir())
+            if (e.suffix == ".py" and e.stem in names) or ((e / "__init__.py").is_file() and e.name in names)]
+    home = candidate_home(candidate)  # importable, as a script's folder is (a project's: its code above)
+    if home is not None:
         code.append(home)
     env = environment(goals, scratch, gpus_given.uuids)
     system, links = sandbox.system_view()
@@ -191,7 +269,8 @@ def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, sc
     shown |= {(os.path.abspath(p), os.path.realpath(p)) for p in project if os.path.lexists(p)}
     return sandbox.Policy(shown=tuple(sorted(shown)), links=tuple(links), masked=tuple(dict.fromkeys(str(p) for p in projects)),
                           hidden=tuple(str(h) for h in hidden), writable=tuple(writable(scratch, gpus_given.nodes, ranks)),
-                          env=env, gpus=tuple(gpus_given.nodes), chdir=str(HARNESS.parent), scratch=scratch)
+                          env=env, gpus=tuple(gpus_given.nodes), chdir=str(HARNESS.parent), scratch=scratch,
+                          candidate_at=candidate_path(goals, scratch), tasks=int(goals.get("worker_tasks", cgroup.DEFAULT_TASKS)))
 
 
 @functools.lru_cache(maxsize=8)

@@ -11,17 +11,19 @@ Defended here (plain tests):
   times the calls honestly (beside a rival it slows both alike: its docstring's figures);
 - hides_memory_in_sockets: Unix socket buffers are charged to the worker's memory cgroup.
 
-Got through (xfail(strict=True): the hole stays on record until it is fixed, then the test
-passes and strict makes the suite say so):
-- persists_in_page_cache: state carried to the next experiment in the host's page cache;
-- exfiltrates_via_locks: hidden inputs read back by the host from /proc/locks;
-- exfiltrates_via_profile: hidden inputs read back from the profile's markdown;
-- reads_host_views: the host's network interfaces, disks and root-only firmware tables;
-- forks_without_limit: no bound on the worker's processes (the host's PIDs);
-- slows_when_keeper: a worker knows whether it is the keeper (its path);
-- finds_its_rival: the keeper's and the candidate's workers talk through locks;
-- a module planted at the project root runs inside every worker, before its walls (the agent's
-  attack: the hook checks the root only when the command starts).
+Got through once, closed since (each test failed on main at 1536f8b, checked by running it there):
+- persists_in_page_cache: preadv2/pwritev2(RWF_NOWAIT) answer EOPNOTSUPP, fadvise64, readahead and
+  madvise(MADV_COLD, MADV_PAGEOUT) do nothing (harness/seccomp.py);
+- exfiltrates_via_locks, finds_its_rival: flock and fcntl's lock-setting commands do nothing,
+  F_GETLK and F_OFD_GETLK are refused (harness/seccomp.py);
+- exfiltrates_via_profile: the profile runs in a fresh worker on throwaway inputs, its rows cut to
+  15 names of 80 characters of a kernel name's alphabet (harness/session.py profile, replies.py);
+- reads_host_views: /sys is an allow-list (harness/sandbox.py SYS_SHOWN);
+- forks_without_limit: the pids controller's pids.max (harness/cgroup.py; goals.json worker_tasks);
+- slows_when_keeper: every worker imports the candidate from /tmp/candidate/<name>, its
+  folder shown only where it holds helpers (harness/worker_process.py candidate_path);
+- a module planted at the project root (the agent's attack): the worker's interpreter is isolated
+  (-I) and of the root imports only the frozen code's names (harness/worker.py ProjectFinder).
 
 GPU only (skipped here; for an H100): sets_gpu_clocks, copies_through_the_freeze.
 
@@ -46,7 +48,7 @@ import pytest
 import torch
 
 from conftest import made_once, make_toy, use
-from harness import cgroup
+from harness import cgroup, replies
 from harness.session import Session
 from test_cheaters_isolation import CHEATERS, bundle, cheater, info
 
@@ -54,7 +56,8 @@ LEAKY = ["persists_in_page_cache", "exfiltrates_via_locks", "exfiltrates_via_pro
          "forks_without_limit"]
 COST_S = 0.2       # the honest cost a call of the timing cheaters pays
 BUILD_S = 0.8      # persists_in_page_cache's slow build, spared when it finds its state
-FORKS = 1500       # more processes than a bound on a worker's tasks would allow (a fix sets one below it)
+FORKS = 1500       # more processes than the worker's task bound allows
+TASKS = 1000       # that bound (goals.json worker_tasks): the default, 4096, is above FORKS
 PIECE = 16         # bytes of a hidden input (4 random floats), found in a row, that count as leaked
 CORE_PLACES = (Path("/var/lib/systemd/coredump"), Path("/var/crash"))
 
@@ -76,10 +79,12 @@ def _leaky_runs(folder: Path) -> Path:
     from harness import profile
 
     ws = make_toy(folder / "ws")
+    goals = json.loads((ws / "goals.json").read_text())  # a task bound below FORKS (the default is above it)
+    (ws / "goals.json").write_text(json.dumps({**goals, "worker_tasks": TASKS}))
     tag = uuid.uuid4().hex[:12]
     with use(ws):
         config = {"CHEAT_MARKER": tag, "CHEAT_COST_S": str(COST_S), "CHEAT_BUILD_S": str(BUILD_S), "CHEAT_FORKS": str(FORKS),
-                  "CHEAT_LEAK_INPUTS": "3"}
+                  "CHEAT_LEAK_INPUTS": "3", "CHEAT_PROFILE_ROWS": str(replies.TOP_ROWS)}  # the most the harness takes
         with Session(bundle(folder / "c", LEAKY, **config), "tiny", "cpu") as s:
             first = s.measure()
             summary = s.profile(first) if first["passed"] else None
@@ -116,8 +121,6 @@ def test_the_leaky_cheaters_ran(leaky: dict) -> None:
     assert leaky["hidden_inputs"] >= 9
 
 
-@pytest.mark.xfail(strict=True, reason="page-cache residency via preadv2(RWF_NOWAIT) and posix_fadvise carries "
-                   "state to the next experiment (mincore and cachestat are refused; these are not)")
 def test_no_state_carried_in_the_page_cache(leaky: dict) -> None:
     """persists_in_page_cache, twice with one marker: the second worker must find nothing, so it
     pays its whole build and the honest cost of every call."""
@@ -129,15 +132,11 @@ def test_no_state_carried_in_the_page_cache(leaky: dict) -> None:
         f"{len(fast)} of {len(second['checked'])} calls below the honest cost"
 
 
-@pytest.mark.xfail(strict=True, reason="byte-range locks: any 64-bit range on any file, listed with its range in the "
-                   "host's /proc/locks")
 def test_no_hidden_input_leaves_through_locks(leaky: dict) -> None:
     assert leaky["from_locks"] == 0, \
         f"{leaky['from_locks']} of the {leaky['hidden_inputs']} hidden inputs read back from /proc/locks, byte for byte"
 
 
-@pytest.mark.xfail(strict=True, reason="the profile's kernel list (100 rows of 87-character names and 2^53 counts) is "
-                   "printed and written as the worker sent it")
 def test_no_hidden_input_leaves_through_the_profile(leaky: dict) -> None:
     """Not one piece of PIECE bytes of any hidden input in what the profile's rows carry (a shorter
     list only takes longer: the pool stays the same from one experiment to the next)."""
@@ -146,19 +145,16 @@ def test_no_hidden_input_leaves_through_the_profile(leaky: dict) -> None:
         f"({leaky['from_profile']} whole, {leaky['profile_bytes']} bytes carried)"
 
 
-@pytest.mark.xfail(strict=True, reason="/sys is the host's sysfs minus the cgroup tree (a deny-list), and the "
-                   "worker is the host's uid 0: it reads the host's interfaces, disks and root-only files")
 def test_the_host_is_out_of_view(leaky: dict) -> None:
     said = info(leaky["first"]).get("reads_host_views", {})
     seen = {k: said.get(k) for k in ("host_interfaces", "disks_with_io", "root_only_readable")}
     assert said and not any(seen.values()), f"the worker read the host's: {seen}"
 
 
-@pytest.mark.xfail(strict=True, reason="no pids controller and no RLIMIT_NPROC set from outside: the worker may "
-                   "take the host's PIDs (pid_max 32768 here)")
 def test_the_workers_processes_are_bounded(leaky: dict) -> None:
     said = info(leaky["first"]).get("forks_without_limit", {})
-    assert said.get("refused"), f"the worker started {said.get('started')} processes and none was refused"
+    assert said.get("refused") and said.get("started", 0) < TASKS, \
+        f"the worker started {said.get('started')} processes and none was refused"
 
 
 # --- a keeper and a candidate, started the way run_experiment starts them ----------------------------
@@ -226,15 +222,11 @@ def test_the_pair_ran(pair: dict) -> None:
     assert pair["keeper"]["passed"] and pair["candidate"]["passed"], (pair["keeper"]["reason"], pair["candidate"]["reason"])
 
 
-@pytest.mark.xfail(strict=True, reason="the keeper runs from a private folder of its own (auto-optim-keeper-*), "
-                   "alone; the candidate from the agent's: each worker's __file__ tells its role")
 def test_a_worker_cannot_tell_it_is_the_keeper(pair: dict) -> None:
     roles = (pair["keeper"]["info"]["slows_when_keeper"]["role"], pair["candidate"]["info"]["slows_when_keeper"]["role"])
     assert roles != ("keeper", "candidate"), f"each worker knew its role: keeper says {roles[0]}, candidate says {roles[1]}"
 
 
-@pytest.mark.xfail(strict=True, reason="byte-range locks on a file both workers see: F_GETLK names the rival's locks "
-                   "with their ranges")
 def test_the_two_workers_share_no_channel(pair: dict) -> None:
     heard = pair["candidate"]["info"]["finds_its_rival"]["heard"]
     assert not heard, f"the candidate's worker read its rival's notice: {heard}"
@@ -315,6 +307,15 @@ _sys.path[:] = _saved
 _sys.modules[__name__] = _real
 globals().update(_real.__dict__)
 '''
+# torch tries `import opt_einsum` when it is imported (torch.backends.opt_einsum) and goes on
+# without it where it is not installed: a module of that name at the project root ran in every
+# worker, after Landlock but before the candidate (the keeper's too), while the root was on sys.path.
+PLANTED_OPTIONAL = '''"""Planted at the project root under the name of a module torch tries and may not find."""
+import os as _os
+
+_os.environ["AUTO_OPTIM_PLANTED"] = f"opt_einsum, pid {_os.getpid()}"
+raise ImportError("not really opt_einsum")
+'''
 REPORTS = '''import os
 
 
@@ -323,8 +324,6 @@ def build_decoder(model, example):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the worker runs `python -m harness.worker` with the project root as its "
-                   "working folder, first on sys.path until harness/__init__.py has imported pathlib")
 def test_a_module_planted_at_the_root_does_not_run_in_the_worker(tmp_path: Path) -> None:
     """The agent's attack, not a candidate's: the hook (harness/hooks/guard_frozen.py) refuses a
     harness command while the root holds a module that git does not track, but only when the
@@ -332,6 +331,7 @@ def test_a_module_planted_at_the_root_does_not_run_in_the_worker(tmp_path: Path)
     verify.py on a workspace with its own harness/ (its worker's working folder is the workspace)."""
     ws = make_toy(tmp_path / "ws", copy_harness=True)
     (ws / "pathlib.py").write_text(PLANTED)
+    (ws / "opt_einsum.py").write_text(PLANTED_OPTIONAL)
     (ws / "reports.py").write_text(REPORTS)
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
     r = subprocess.run([sys.executable, str(ws / "harness" / "verify.py"), "--candidate", str(ws / "reports.py"),
@@ -358,6 +358,22 @@ def test_the_gpus_state_is_out_of_reach(tmp_path: Path, at_toy: Path) -> None:
     assert said.get("handle") == 0, f"NVML did not open the GPU in the worker: the test proves nothing ({said})"
     done = {k: said[k] for k in ("set_locked_clocks", "set_application_clocks", "set_power_limit") if said.get(k) == 0}
     assert not done, f"the worker changed the GPU's state (then reset it): {done}; it saw processes {said.get('processes')}"
+
+
+@gpu_only
+def test_cuda_and_a_compile_work_behind_the_walls(at_toy: Path, tmp_path: Path) -> None:
+    """On a GPU, the walls of issue 41 item 6 left what CUDA, NVML and a compile need: a decode
+    on CUDA with /sys cut to its allow-list (and the host's interfaces, disks and firmware out of
+    view: reads_host_views), and a torch.compile'd candidate (inductor, Triton) whose file locks
+    do nothing."""
+    with Session(cheater("reads_host_views", tmp_path / "c", CHEAT_X="1"), "tiny", "cuda") as s:
+        f = s.measure()
+    said = {k: info(f).get(k) for k in ("host_interfaces", "disks_with_io", "root_only_readable")}
+    assert f["passed"], f["reason"]
+    assert not any(said.values()), f"the worker read the host's: {said}"
+    with Session(Path(__file__).resolve().parent / "candidates" / "compiled.py", "tiny", "cuda") as s:
+        f = s.measure()
+    assert f["passed"] and info(f).get("compiled"), f"{f['status']}: {f['reason']}"
 
 
 HONEST_GPU = '''"""An honest keeper for copies_through_the_freeze: the same device-memory traffic, no copies after."""

@@ -22,6 +22,7 @@ says what it gains and what stops it; its settings as CHEAT_* variables, set in 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -82,6 +83,15 @@ def test_the_refused_calls_fail_inside_and_not_outside(at_toy: Path) -> None:
     same = [call for call, e in got_out["refused"].items() if e == EPERM]
     assert not same, f"refused outside the sandbox too (the test proves nothing for them): {same}"
     assert all(got_out["refused"][c] == 0 for c in ("add_key", "keyctl")), got_out["refused"]
+    # Locks and page-cache advice: 0 inside without effect (no lock of the probe's in /proc/locks),
+    # RWF_NOWAIT "not supported"; outside the locks are listed and preadv2(RWF_NOWAIT) works.
+    assert set(got_in["ignored"]) == set(seccomp.answered(seccomp.IGNORE)), "the probe and the filter's list differ"
+    assert set(got_in["unsupported"]) == set(seccomp.answered(seccomp.UNSUPPORTED)), "the probe and the filter's list differ"
+    assert not any(got_in["ignored"].values()), f"an ignored call failed inside: {got_in['ignored']}"
+    assert got_in["locks_listed"] == 0, f"the worker's locks are listed in /proc/locks: {got_in['locks_listed']}"
+    assert got_out["locks_listed"] == 5, f"outside, the probe's 5 locks are not all listed: {got_out['locks_listed']}"
+    assert set(got_in["unsupported"].values()) == {errno.EOPNOTSUPP}, got_in["unsupported"]
+    assert got_out["unsupported"]["preadv2(RWF_NOWAIT)"] == 0, got_out["unsupported"]
 
 
 FAMILIES = {"host keyring cache": "cache", "session keyring cache": "session", "exfiltrated inputs": "exfil"}
@@ -146,7 +156,7 @@ def test_no_state_in_keyrings_and_no_copy_of_the_assets(at_toy: Path, tmp_path: 
     tag = uuid.uuid4().hex[:12]
     assert _keys.join_session(f"auto-optim-test-{tag}") > 0, "no session keyring could be made here"
     copies = _copies_of_assets(_common.assets_dir(), tag)
-    monkeypatch.setattr(cgroup, "make", lambda memory_bytes: (None, "no cgroup could be made for the worker (the test's)"))
+    monkeypatch.setattr(cgroup, "make", lambda memory_bytes, tasks=None: (None, "no cgroup could be made for the worker (the test's)"))
     names = ["caches_in_host_keyring", "caches_in_session_keyring", "exfiltrates_inputs", "resets_oom_score",
              "reads_asset_copies"]
     path = bundle(tmp_path / "c", names, CHEAT_MARKER=tag, CHEAT_COST_S="0", CHEAT_COPIES=":".join(map(str, copies)))
@@ -309,7 +319,9 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
     assert all(allowed(d) for d in shown), [str(d) for d in shown if not allowed(d)]
     etc = {d.relative_to("/etc").parts[0] for d in shown if Path("/etc") in d.parents}
     assert etc and not etc & {"shadow", "gshadow", "ssh", "pip.conf", "npmrc", "sudoers", "security"}, etc
-    assert Path("/") not in shown and Path("/usr") in shown and Path("/sys") in shown
+    assert Path("/") not in shown and Path("/usr") in shown and Path("/sys/devices/system/cpu") in shown
+    sys_shown = [d for d in shown if Path("/sys") in d.parents or d == Path("/sys")]  # an allow-list of /sys
+    assert all(any(d == Path(a) or Path(a) in d.parents for a in ("/sys/devices", "/sys/module")) for d in sys_shown), sys_shown
     argv, fds = sandbox.wrap(["true"], policy)
     for fd in fds:
         os.close(fd)
@@ -377,6 +389,8 @@ def test_a_cgroup_v2_host_gets_one_cgroup_with_both(tmp_path: Path, monkeypatch:
         if "memory" in (home / "cgroup.subtree_control").read_text():
             for f in ("memory.max", "memory.swap.max", "memory.oom.group"):
                 (folder / f).write_text("max\n")
+        if "pids" in (home / "cgroup.subtree_control").read_text():
+            (folder / "pids.max").write_text("max\n")
         return folder
 
     monkeypatch.setattr(cgroup, "_write", write)
@@ -387,4 +401,5 @@ def test_a_cgroup_v2_host_gets_one_cgroup_with_both(tmp_path: Path, monkeypatch:
     assert group.made[0].parent == (root if own == "/" else mine.parent), group.made
     assert (group.made[0] / "memory.max").read_text() == "3000000000"
     assert (group.made[0] / "memory.swap.max").read_text() == "0" and (group.made[0] / "memory.oom.group").read_text() == "1"
+    assert group.tasks == (2, group.made[0]) and (group.made[0] / "pids.max").read_text() == str(cgroup.DEFAULT_TASKS), group
     assert "cgroup v2" in group.label() and "memory bound 3 GB" in group.label()

@@ -102,7 +102,7 @@ def workers_left() -> list[str]:
     found = []
     for p in Path("/proc").iterdir():
         try:
-            if p.name.isdigit() and b"harness.worker" in (p / "cmdline").read_bytes() and (p / "cwd").resolve() == repo \
+            if p.name.isdigit() and b"harness/worker.py" in (p / "cmdline").read_bytes() and (p / "cwd").resolve() == repo \
                     and (mine is None or mine in (p / "environ").read_bytes().split(b"\0")):
                 found.append(p.name)
         except OSError:
