@@ -16,8 +16,9 @@ is the narrowest pair of order statistics that still holds 95%. Load that slows 
 pair alike cancels; the old figures of a keeper are not used to judge.
 
 The rule (goals.json noise_threshold T, 1%; low..high the printed interval of the gain; the noise
-N: the widest of the interval (high - low) and of each member's own timed calls (slowest over
-fastest, minus one), the spread a run prints):
+N: the wider of the interval, as a ratio ((1 + high) / (1 + low) - 1: speeds multiply, so pairs 2.5
+and 4 times as fast are as far apart as pairs 10% and 76% faster), and of each member's own timed
+calls (slowest over fastest, minus one), the spread a run prints):
   keep          low > T and N < low: the whole interval beyond the threshold, and the noise
                 narrower than the gain every pair shows. A spread wider than the difference is one
                 the pairs cannot see past: six pairs of the same code all come out faster by chance
@@ -26,8 +27,8 @@ fastest, minus one), the spread a run prints):
                 warmup_gain, a candidate whose call is surely no slower beyond T (low >= -T) and
                 whose warm-up is shorter than the keeper's by that fraction is kept too.
   revert        high <= T: surely no gain worth keeping. The reason says "slower by X%" only when
-                high < -T and N < -high (the same test, mirrored); else "no faster than the keeper
-                beyond T".
+                high < -T and N < 1 / (1 + high) - 1 (the same test, mirrored: the loss every pair
+                shows, as a ratio); else "no faster than the keeper beyond T".
   inconclusive  anything else: the interval straddles the threshold, or lies beyond it with a
                 noise wider than its gain. And whatever the pairs say, when the keeper, timed beside the
                 candidate, ran more than KEEPER_SLOWDOWN (10%) slower than its own row: the machine
@@ -78,7 +79,8 @@ class Comparison:
 
     @property
     def noise(self) -> float:
-        return max(self.high - self.low, self.calls_spread)
+        """N: the interval's width as a ratio, or the calls' spread, whichever is wider."""
+        return max((1 + self.high) / (1 + self.low) - 1, self.calls_spread)
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ def surely_faster(c: Comparison, noise: float) -> bool:
 
 def surely_slower(c: Comparison, noise: float) -> bool:
     """The whole interval below -threshold, and the run's noise narrower than the loss at its upper end."""
-    return c.high < -noise and c.noise < -c.high
+    return c.high < -noise and c.noise < 1 / (1 + c.high) - 1
 
 
 def verdict(c: Comparison, noise: float, warmup: tuple[float, float, float] | None = None,
@@ -146,7 +148,7 @@ def verdict(c: Comparison, noise: float, warmup: tuple[float, float, float] | No
                f"no faster than {keeper} beyond the {noise:.0%} noise threshold ({ci})")
         return Verdict("revert", f"reverted: {why}", c)
     if c.low > noise:
-        what = "the pairs spread" if c.high - c.low >= c.calls_spread else "the timed calls of one of them spread"
+        what = "the pairs spread" if (1 + c.high) / (1 + c.low) - 1 >= c.calls_spread else "the timed calls of one of them spread"
         why = (f"faster than {keeper} by {c.gain:.1%} ({ci}), but {what} {c.noise:.1%} wide, more than the "
                f"{c.low:.1%} gain every pair shows: noise, as far as this run can tell")
     else:

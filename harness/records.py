@@ -177,12 +177,14 @@ def _body(text: str | None) -> list[str]:
 def committed_records(path: Path | None = None) -> set[str]:
     """The records (exp names) git's last commit holds next to a results.tsv; empty without git."""
     folder = (path or results_path()).parent
-    try:
-        p = subprocess.run(["git", "ls-tree", "--name-only", "HEAD", "--", "records/"], cwd=folder,
-                           capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+    work = git_plumbing.top(folder)
+    if work is None:
         return set()
-    names = [Path(n).name for n in p.stdout.splitlines()] if p.returncode == 0 else []
+    try:
+        listed = git_plumbing.git(work, "ls-tree", "--name-only", "HEAD", "--", os.path.relpath(folder / "records", work) + "/")
+    except git_plumbing.GitError:
+        return set()
+    names = [Path(n).name for n in listed.splitlines()]
     return {n[:-5] for n in names if n.endswith(".json") and exp_number(n[:-5]) >= 0}
 
 
@@ -287,10 +289,11 @@ def restore_records(path: Path | None = None) -> tuple[list[str], list[str]]:
     rows = {r["exp"]: r for r in read_rows(path)}
     folder = path.parent / "records"
     restored, lost = [], []
+    work = git_plumbing.top(path.parent)
     for exp in missing_records(path):
-        p = subprocess.run(["git", "show", f"HEAD:./records/{exp}.json"], cwd=path.parent, capture_output=True, timeout=60)
-        if p.returncode == 0:
-            _common.atomic_write(folder / f"{exp}.json", p.stdout, exclusive=True)
+        blob = None if work is None else git_plumbing.show(work, "HEAD", os.path.relpath(folder / f"{exp}.json", work))
+        if blob is not None:
+            _common.atomic_write(folder / f"{exp}.json", blob, exclusive=True)
             restored.append(exp)
         elif exp in rows:
             stub = {"exp": exp, "status": rows[exp]["status"], "row": dict(rows[exp]),

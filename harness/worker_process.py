@@ -308,7 +308,22 @@ def extra_tools(env: dict[str, str]) -> list[str]:
         value = env.get(key, "")
         if value.startswith("/") and os.path.exists(value):
             out.append(os.path.realpath(value if os.path.isdir(value) else os.path.dirname(value)))
+            if key in ("CC", "CXX"):
+                out += compiler_prefix(out[-1])
     return out
+
+
+def compiler_prefix(bin_folder: str) -> list[str]:
+    """A compiler outside the system folders (CC=/opt/gcc/bin/gcc) runs its passes, headers and
+    libraries from its installation's folders beside bin/ (cc1 in libexec/, crt files in lib/):
+    those folders, not the whole prefix's parent."""
+    prefix = os.path.dirname(bin_folder)
+    if os.path.basename(bin_folder) != "bin" or prefix == "/":
+        return []
+    return [os.path.join(prefix, d) for d in COMPILER_FOLDERS if os.path.isdir(os.path.join(prefix, d))]
+
+
+COMPILER_FOLDERS = ("lib", "lib64", "libexec", "include", "x86_64-linux-gnu", "x86_64-pc-linux-gnu", "aarch64-linux-gnu")
 
 
 def _inside(path: Path, top: Path) -> bool:

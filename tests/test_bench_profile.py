@@ -26,7 +26,8 @@ def cli(ws: Path, *args: str) -> tuple[int, dict, str]:
 
 def test_bench_cli(toy: Path) -> None:
     rc, f, out = cli(toy, "harness/bench.py", "--baseline")
-    assert rc == 0 and f["runs"] == 5 and len(f["times_s"]) == 5, out
+    runs = json.loads((toy / "goals.json").read_text())["presets"]["tiny"]["timed_runs"]
+    assert rc == 0 and f["runs"] == runs and len(f["times_s"]) == runs, out
     assert f["min_s"] <= f["median_s"] <= f["max_s"] and f["spread_s"] == f["max_s"] - f["min_s"]
     assert f["warmup_s"] >= f["build_s"] and f["input"].startswith("asset") and f["sandbox"].startswith("bwrap")
     assert len(f["checked"]) == 7 and f["passed"]  # every timed call, and the FLOP-counted one, was also checked

@@ -214,7 +214,9 @@ def make_template(folder: Path) -> Path:
     # the stage; each test's experiments run as harness processes of their own.
     rc, _, out = run_here(ws, "--desc", "template baseline", "--candidate", str(slow), "--device", "cpu",
                           delay=BASELINE_DELAY_S)
-    assert rc == 0 and [row["status"] for row in rows(ws)] == ["baseline", "revert"], out[-2000:]
+    # its verdict is not this fixture's point: on a busy machine the slower candidate may be inconclusive
+    assert rc == 0 and [row["status"] for row in rows(ws)] in (["baseline", "revert"], ["baseline", "inconclusive"]), \
+        out[-2000:]
     return ws
 
 

@@ -403,3 +403,18 @@ def test_a_cgroup_v2_host_gets_one_cgroup_with_both(tmp_path: Path, monkeypatch:
     assert (group.made[0] / "memory.swap.max").read_text() == "0" and (group.made[0] / "memory.oom.group").read_text() == "1"
     assert group.tasks == (2, group.made[0]) and (group.made[0] / "pids.max").read_text() == str(cgroup.DEFAULT_TASKS), group
     assert "cgroup v2" in group.label() and "memory bound 3 GB" in group.label()
+
+
+def test_a_compiler_outside_the_system_folders_is_shown_whole(tmp_path: Path) -> None:
+    """CC=/opt/gcc/bin/gcc (as on the GPU hosts): Triton's build of its launcher runs cc1 from
+    libexec/ and links crt files from lib/; showing bin/ alone crashed every Triton candidate in
+    the sandbox on an H100 (CalledProcessError from gcc). The prefix's own folders are shown, not
+    its parent's neighbours."""
+    prefix = tmp_path / "gcc"
+    for d in ("bin", "lib", "libexec", "include"):
+        (prefix / d).mkdir(parents=True)
+    (prefix / "bin" / "gcc").write_text("")
+    (tmp_path / "neighbour").mkdir()
+    shown = worker_process.extra_tools({"CC": str(prefix / "bin" / "gcc")})
+    assert sorted(shown) == sorted(str(prefix / d) for d in ("bin", "lib", "libexec", "include")), shown
+    assert worker_process.compiler_prefix("/bin") == []  # /bin/gcc: never the whole root

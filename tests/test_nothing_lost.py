@@ -213,5 +213,6 @@ def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
     subprocess.run(["git", "add", "targets"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "target toy"], cwd=repo, check=True)
     rc, f, out = measured(ws, "--desc", "x", "--no-profile")
-    assert rc == 0 and [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "revert"], out
+    assert rc == 0 and [r["status"] for r in R.read_rows(ws / "results.tsv")] in (["baseline", "revert"],
+                                                                              ["baseline", "inconclusive"]), out
     assert "optimize.py is already the version committed with e001" in out, out  # git show worked
