@@ -237,7 +237,7 @@ def test_the_freezer_of_each_cgroup_version(version: int) -> None:
     each cgroup version this machine has (a hybrid one has both: v1's freezer, v2's cgroup.freeze)."""
     name = f"{cgroup.PREFIX}{os.getpid()}-test-v{version}"
     if version == 2:
-        group = cgroup._try_v2(name, None, need_memory=False)
+        group = cgroup._try_v2(name, 1 << 40, need_memory=True)  # as a worker's: on a GPU host the pids-only one refused its tasks
     else:
         freezer, _, made = cgroup._try_v1(name, None)
         group = cgroup.WorkerCgroup(freezer, None, None, made) if freezer else None
@@ -309,6 +309,7 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
     projects = [Path(worker_process.HARNESS.parent), _common.root()]
     policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), goals, sandbox.SCRATCH)
     prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)}
+    prefixes |= {Path(p) for p in worker_process.extra_tools(dict(os.environ))}  # CC=/opt/gcc/bin/gcc: its folders
 
     def allowed(dest: Path) -> bool:
         inside = [t for t in (*projects, *prefixes) if dest == t or t in dest.parents]
