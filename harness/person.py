@@ -146,16 +146,25 @@ def write_settings(check: bool = False) -> int:
 def _run_tool(verb: str, rest: list[str]) -> int:
     import importlib
 
-    from harness import goals
+    from harness import goals, paths
     from harness.interpreter import untrusted_python
 
-    why = untrusted_python(sys.prefix, sys.executable, sys.path, sorted({CHECKOUT, goals.path().parent}))
+    early = argparse.ArgumentParser(prog=f"auto-optim {verb}", add_help=False)
+    paths.add_target_option(early)  # the target first: its folder is checked below
+    early.parse_known_args(rest)
+    try:
+        target = goals.path().parent
+    except goals.GoalsError as e:
+        print(f"auto-optim: refused: {e}", file=sys.stderr)
+        return 2
+    why = untrusted_python(sys.prefix, sys.executable, sys.path, sorted({CHECKOUT, target}))
     if why:
         print(f"auto-optim: refused: {why}", file=sys.stderr)
         return 2
     if verb == "apply":  # asked before torch is imported: a person answers at once
         pa = argparse.ArgumentParser(prog="auto-optim apply", description="record a signed record file")
         pa.add_argument("record", type=Path)
+        paths.add_target_option(pa)
         record = pa.parse_args(rest).record
         if not confirm(["apply"]):
             print("auto-optim apply: not confirmed; nothing done", file=sys.stderr)

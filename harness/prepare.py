@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
 
 ASSETS = ("input", "reference", "pool")
 # A disk or its permissions, not an asset: said as such (a full disk once read "run prepare.py").
@@ -59,6 +59,7 @@ def problems(goals: dict[str, Any], adapter: Any, preset: str) -> dict[str, str]
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("--preset")
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--seeded", action="store_true", help="use the seeded input, not a clip")

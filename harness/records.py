@@ -27,13 +27,14 @@ import fcntl
 import os
 import json
 import re
+import subprocess  # HEAD calls it below without importing it (a merge's loss); the lead's fix replaces both
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
 from harness.hooks import git_plumbing  # noqa: E402
 from harness.row import Row  # noqa: E402,F401 - read_rows' type, named here for its callers
 
@@ -382,6 +383,7 @@ def utc_now() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("action", choices=["leaderboard", "show", "restore", "source"])
     p.add_argument("exp", nargs="?", help="with source: the experiment (e005)")
     a = p.parse_args(argv)

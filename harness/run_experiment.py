@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
@@ -375,6 +375,7 @@ def strip_title(desc: str, frame: dict[str, Any], facts: dict[str, Any], name: s
 def parser() -> argparse.ArgumentParser:
     """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("--desc", help="what this experiment changes (required unless --apply)")
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path, help="default: goals.json's candidate (optimize.py); never modified")

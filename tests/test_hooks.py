@@ -504,9 +504,10 @@ def test_settings_json_denies_every_protected_path_and_requires_the_sandbox():
     s = json.loads((REPO / ".claude" / "settings.json").read_text())
     deny = set(s["permissions"]["deny"])
     paths = protected_paths(REPO)
-    assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "records", "AGENTS.md", ".venv", "progress",
-            "targets/llm-decode/progress", "integrations", "experiments"} <= set(paths)
-    assert "integrations/split_decode.py" in paths  # goals.json's "frozen"
+    assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "targets/wan-vae/records", "AGENTS.md", ".venv",
+            "targets/wan-vae/progress", "targets/llm-decode/progress", "targets/wan-vae/integrations",
+            "targets/wan-vae/plans", "targets/llm-decode/plans"} <= set(paths)
+    assert "targets/wan-vae/integrations/split_decode.py" in paths  # goals.json's "frozen"
     assert {".gitignore", ".gitattributes", ".mcp.json", "targets/llm-decode/.gitignore", "targets/llm-decode/CLAUDE.md",
             "targets/llm-decode/.claude", "targets/llm-decode/.git", "pyproject.toml"} <= set(paths)
     for name in paths:  # denied by a rule of its own, or of a folder it is in
@@ -525,7 +526,7 @@ def test_settings_json_hides_every_targets_inputs_and_references():
     sys.path.insert(0, str(HOOKS))
     from policy import secret_paths
     deny = set(json.loads((REPO / ".claude" / "settings.json").read_text())["permissions"]["deny"])
-    assert {"assets", "targets/llm-decode/assets"} <= set(secret_paths(REPO))
+    assert {"targets/wan-vae/assets", "targets/llm-decode/assets"} <= set(secret_paths(REPO))
     for name in secret_paths(REPO):
         assert f"Read(/{name}/**)" in deny, name
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,20 @@ def project_root(payload: dict[str, Any]) -> Path:
             if (d / "goals.json").is_file():
                 return d
     return Path(os.path.abspath(__file__)).parent.parent.parent
+
+
+def target_root(project: Path) -> Path:
+    """The target the agent works on: the project's default (pyproject.toml's [tool.auto-optim]
+    target, targets/NAME/, where it holds a goals.json), else the project itself (a test's workspace,
+    its goals.json at the top)."""
+    try:
+        with open(project / "pyproject.toml", "rb") as f:
+            name = tomllib.load(f)["tool"]["auto-optim"]["target"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return project
+    ok = isinstance(name, str) and name[:1].isalpha() and name.replace("-", "_").isidentifier()
+    folder = project / "targets" / name if ok else project
+    return folder if (folder / "goals.json").is_file() else project
 
 
 def candidate_name(root: Path) -> str:

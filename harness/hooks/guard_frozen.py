@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload  # noqa: E402
+from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload, target_root  # noqa: E402
 from policy import UNSANDBOXED, config_name  # noqa: E402
 
 # The file tools of Claude Code 2.1.330 (MultiEdit is gone; Grep and Glob are not tools in native builds).
@@ -110,9 +110,10 @@ def check_edit(target: str, subagent: bool, cwd: Path, root: Path) -> None:
     if name is not None:
         raise Blocked(f"{target} is configuration ({name}) that only the person writes.")
     if subagent:
-        cand = candidate_name(root)
+        folder = target_root(root)
+        cand = candidate_name(folder)
         path = Path(target) if os.path.isabs(target) else cwd / target
-        if os.path.abspath(path) != os.path.abspath(root / cand):
+        if os.path.abspath(path) != os.path.abspath(folder / cand):
             raise Blocked(f"the {OPTIMIZER_AGENT} subagent may edit only {cand}, not {target}.")
 
 

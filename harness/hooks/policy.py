@@ -29,15 +29,14 @@ from typing import Any
 # Per project: the code the harness and hooks run (and a virtual environment, should one be made
 # here), the agent's own contract, Claude Code's configuration, git, what a person runs and installs.
 PROJECT_FILES = ("harness", ".claude", ".git", "AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", "program.md", ".venv", "venv",
-                 "scripts", "tests", ".ci", "requirements.txt", "requirements-dev.txt", "pyproject.toml",
-                 # code a person runs outside any sandbox: the drop-ins (imported by scripts and
-                 # tests) and the GPU plans (whose `$ ` lines gpu_session.sh runs as they stand)
-                 "integrations", "experiments")
-# Per target (the project root, and each targets/<name>/ with a goals.json): what the harness trusts
-# (goals.json, its adapter package and the code goals.json names "frozen", added by
-# protected_paths) and writes.
+                 "scripts", "tests", ".ci", "requirements.txt", "requirements-dev.txt", "pyproject.toml")
+# Per target (each targets/<name>/ with a goals.json; the project root too where it holds one, as a
+# test's workspace does): what the harness trusts (goals.json, its adapter package and the code
+# goals.json names "frozen", added by protected_paths) and writes; and code a person runs outside
+# any sandbox: the drop-ins (imported by scripts and tests) and the GPU plans (whose `$ ` lines
+# gpu_session.sh runs as they stand).
 TARGET_FILES = ("goals.json", "assets", "results.tsv", "leaderboard.md", "records", "runs", "profiles", "quality",
-                "progress")
+                "progress", "integrations", "plans")
 # In each target folder: what git, Claude Code or an MCP client would read as configuration or
 # instructions (the guard refuses the file tools these names in any folder).
 CONFIG_NAMES = (".gitignore", ".gitattributes", ".mcp.json", "CLAUDE.md", "AGENTS.md", "CLAUDE.local.md")
@@ -46,7 +45,7 @@ CONFIG_FOLDERS = (".claude", ".git")
 # not .gitignore, which the harness never consults and tools such as pytest write in their caches.
 ACTIVE_ANYWHERE = tuple(n for n in (*CONFIG_NAMES, *CONFIG_FOLDERS) if n != ".gitignore")
 # Folders among the names above (a deny rule covers what is below them: `Edit(/runs/**)`).
-FOLDERS = {"harness", ".claude", ".git", ".venv", "venv", "scripts", "tests", ".ci", "integrations", "experiments",
+FOLDERS = {"harness", ".claude", ".git", ".venv", "venv", "scripts", "tests", ".ci", "integrations", "plans",
            "assets", "records", "runs", "profiles", "quality", "progress"}
 # Per target, what the agent may not even read: the benchmark input (made from a secret seed, kept in
 # its asset), its reference and the pool. An agent that read the seed could write it into the
@@ -69,8 +68,8 @@ HOOK = '/usr/bin/python3 -I "$CLAUDE_PROJECT_DIR/harness/hooks/{}"'
 
 
 def target_folders(root: Path) -> list[Path]:
-    """The project root and every targets/<name>/ that holds a goals.json."""
-    return [root, *sorted(p.parent for p in root.glob("targets/*/goals.json"))]
+    """Every targets/<name>/ that holds a goals.json, after the project root where it holds one."""
+    return [*([root] if (root / "goals.json").is_file() else []), *sorted(p.parent for p in root.glob("targets/*/goals.json"))]
 
 
 def _goals(folder: Path) -> dict[str, Any]:
@@ -89,7 +88,7 @@ def _prefix(root: Path, folder: Path) -> str:
 def protected_paths(root: Path) -> list[str]:
     """Every path, relative to the project root, that the agent may not write: PROJECT_FILES, then per
     target TARGET_FILES, its adapter package and "frozen" code, and CONFIG_NAMES / CONFIG_FOLDERS."""
-    out = list(PROJECT_FILES)
+    out = [*PROJECT_FILES, *CONFIG_NAMES, *CONFIG_FOLDERS]
     for folder in target_folders(root):
         prefix = _prefix(root, folder)
         goals = _goals(folder)
@@ -155,6 +154,12 @@ def config_name(path: str) -> str | None:
     return None
 
 
+def agent_files(root: Path) -> list[str]:
+    """AGENT_FILES of every target folder, as allow rules name them (from the project root)."""
+    return [(f"/{_prefix(root, folder)}" if folder != root else "") + name
+            for folder in target_folders(root) for name in AGENT_FILES]
+
+
 def settings(root: Path) -> dict[str, Any]:
     """.claude/settings.json for the project at `root` (see the module docstring)."""
     deny = [f"Edit(/{p}/**)" if is_folder(root, p) else f"Edit(/{p})" for p in protected_paths(root)]
@@ -167,7 +172,7 @@ def settings(root: Path) -> dict[str, Any]:
         "env": {"CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR": "1"},
         "sandbox": {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
                     "allowUnsandboxedCommands": True, "filesystem": {"denyRead": [KEY_DIR]}},
-        "permissions": {"allow": [f"Edit({p})" for p in AGENT_FILES] + [f"Bash({c})" for c in UNSANDBOXED],
+        "permissions": {"allow": [f"Edit({p})" for p in agent_files(root)] + [f"Bash({c})" for c in UNSANDBOXED],
                         "deny": list(dict.fromkeys(deny))},
         "hooks": {
             "PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": HOOK.format("guard_frozen.py"),

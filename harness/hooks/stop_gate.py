@@ -54,7 +54,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import git_plumbing  # noqa: E402
 import nofollow  # noqa: E402
-from _hooklib import CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload  # noqa: E402
+from _hooklib import CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload, target_root  # noqa: E402
 
 RED = ("gate_fail", "crash", "timeout", "tampered")
 IN_FLIGHT = ("running", "pending")
@@ -192,7 +192,7 @@ MAX_BLOCKS = 8  # Claude Code 2.1.330's own cap on Stop-hook blocks in a row (se
 
 def main() -> int:
     payload = read_payload()
-    root = project_root(payload)
+    root = target_root(project_root(payload))  # the target's results, candidate and lock
     if not gated(payload, root):
         return 0
     reason = problem(root)
