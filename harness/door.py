@@ -14,12 +14,12 @@ committed and unchanged. Each refusal is one line on stderr, exit 2, nothing mea
 (cheap checks first: a refusal imports no torch). Before it measures it checks, in order:
   - no argument, and a Python that lies outside the project (harness/interpreter.py);
   - request.json beside that goals.json, read without following a link
-    (harness/hooks/nofollow.py), at most 64 KiB, valid under the schema;
+    (harness/nofollow.py), at most 64 KiB, valid under the schema;
   - that the files it will read (the candidate or the wave's variants, PROGRESS.md) are plain files;
   - that no untracked module sits where the harness imports from (the checkout's and the target's
     folders, on sys.path last: a planted `triton.py` would run here, outside the sandbox), and no
     untracked CLAUDE.md, AGENTS.md, .gitattributes, .claude/ ... outside the protected paths
-    (harness/hooks/policy.py stray_configuration);
+    (agent/policy.py stray_configuration);
   - that it runs outside Claude Code's sandbox (runs/ must be a folder it can write), with the
     worker's sandbox available (there is no unsandboxed path through it).
 Then it consumes the request (moved to runs/requests/<time>.json, so a stale one is never run
@@ -43,7 +43,8 @@ if str(CHECKOUT) not in sys.path:
     sys.path.append(str(CHECKOUT))  # `python harness/door.py`; the console script finds the package installed
 from harness import paths, request as schema  # noqa: E402
 from harness.goals import GOALS_ENV  # noqa: E402
-from harness.hooks import git_plumbing, nofollow, policy  # noqa: E402
+from harness import git_plumbing, nofollow  # noqa: E402
+from harness.paths import agent_policy  # noqa: E402
 from harness.interpreter import untrusted_python  # noqa: E402
 
 NAME = "auto-optim-agent"
@@ -125,6 +126,7 @@ def planted(folder: Path) -> list[str]:
     harness/target/finder.py: a module missing from site-packages would be taken from there)."""
     rel = _rel(folder)
     tracked = {Path(p).name for p in git_plumbing.git(CHECKOUT, "ls-tree", "--name-only", "HEAD", "--", rel or ".").split("\n")}
+    policy = agent_policy()
     known = set(policy.protected_paths(CHECKOUT)) | {rel + policy.CANDIDATES_DIR, rel + "__pycache__"}
     out = []
     for name in nofollow.listdir(CHECKOUT, rel.rstrip("/") or "."):
@@ -150,7 +152,7 @@ def check_setting(folder: Path, req: schema.Request, candidate: str) -> None:
         raise Refusal(f"{', '.join(found)}: untracked, where the harness could import it in place of a real module; "
                       "delete it (scratch files belong in $TMPDIR) and run the door again")
     tracked = set(git_plumbing.git(CHECKOUT, "ls-files", "-z").split("\0"))
-    stray = policy.stray_configuration(CHECKOUT, tracked)
+    stray = agent_policy().stray_configuration(CHECKOUT, tracked)
     if stray:
         raise Refusal(f"{', '.join(stray[:3])}: configuration or instructions git does not track (Claude Code loads a "
                       "CLAUDE.md beside a file it reads; git applies a .gitattributes); delete it and run the door again")

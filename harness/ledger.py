@@ -24,8 +24,8 @@ from harness import floor, keep_rule, leaderboard
 from harness import records
 from harness.record_file import validate_record
 from harness.goals import Goals
-from harness.hooks import git_plumbing, nofollow
-from harness.hooks.git_plumbing import CommitFailed
+from harness import git_plumbing, nofollow
+from harness.git_plumbing import CommitFailed
 from harness.records import Refused
 from harness.replies import markdown
 
@@ -64,7 +64,7 @@ def check_frozen(base: dict[str, str] | None, fh: str) -> None:
 
 
 def git_repo() -> Path | None:
-    """The working tree that holds the target's folder (harness/hooks/git_plumbing.py), None
+    """The working tree that holds the target's folder (harness/git_plumbing.py), None
     without git (a GPU machine): its rows say "nogit"."""
     return git_plumbing.top(_common.root()) if shutil.which("git") else None
 

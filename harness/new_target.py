@@ -16,7 +16,7 @@ Writes DIR/ (refused if it exists), every file the harness and the hooks expect 
     README.md           what to replace, and the commands below
     .gitignore          its assets/ and runs/
 and, for a folder under this checkout's targets/, writes .claude/settings.json again
-(harness/hooks/policy.py): the new target's goals, records, adapter and configuration are protected
+(agent/policy.py): the new target's goals, records, adapter and configuration are protected
 from the agent with no hand edit (restart Claude Code to load it).
 
 The stand-in model runs a small MLP position by position (as a streaming decoder does), so the

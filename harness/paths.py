@@ -9,6 +9,7 @@ the default target's. Standard library only: the agent's door reads it before to
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import sys
@@ -19,6 +20,18 @@ PROJECT = Path(__file__).resolve().parent.parent
 TARGETS = "targets"
 GOALS_ENV = "AUTO_OPTIM_GOALS"
 NAME = re.compile(r"[A-Za-z][\w-]*")
+
+
+def agent_policy():
+    """agent/policy.py (what the agent may do; outside the harness and its frozen hash), loaded by
+    its file's location: the project's, which this module's folder names (no sys.path edit)."""
+    module = sys.modules.get("_auto_optim_agent_policy")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("_auto_optim_agent_policy", PROJECT / "agent" / "policy.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return module
 
 
 class TargetError(Exception):

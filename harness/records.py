@@ -35,7 +35,7 @@ from typing import Any, Iterator
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import paths, _common  # noqa: E402
-from harness.hooks import git_plumbing  # noqa: E402
+from harness import git_plumbing  # noqa: E402
 from harness.row import Row  # noqa: E402,F401 - read_rows' type, named here for its callers
 
 SetupError = _common.SetupError

@@ -48,7 +48,7 @@ through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checko
 that key signed only, and checks every field of it (read_record_file, validate_record).
 --apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's (harness/person.py,
 `auto-optim`): the agent runs experiments only through its door (harness/door.py, request.json), and
-Claude Code's hook lets nothing else out of its sandbox (harness/hooks/guard_frozen.py).
+Claude Code's hook lets nothing else out of its sandbox (agent/hooks/guard_frozen.py).
 The candidate is read without following a link (harness/snapshot.py), and the worker imports the
 bytes the harness read.
 Exit: 0 measured and recorded (baseline, keep, revert, inconclusive, rerun: the candidate passed every check,
@@ -76,7 +76,7 @@ from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
 from harness import snapshot  # noqa: E402
-from harness.hooks import git_plumbing  # noqa: E402
+from harness import git_plumbing  # noqa: E402
 from harness.locks import acquire_lock, device_lock, device_slot  # noqa: E402
 from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
 from harness.prepare import DISK_ERRORS, disk_error  # noqa: E402

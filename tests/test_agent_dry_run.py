@@ -43,7 +43,7 @@ def agent_repo(tmp_path_factory, toy) -> tuple[Path, dict]:
 
 
 def hook(name: str, payload: dict, root: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(root / "harness" / "hooks" / name)], input=json.dumps(payload),
+    return subprocess.run([sys.executable, str(root / "agent" / "hooks" / name)], input=json.dumps(payload),
                           capture_output=True, text=True, env=env, timeout=30)
 
 

@@ -1,4 +1,4 @@
-"""harness/hooks/policy.py, the one source of what the agent may do: .claude/settings.json is made from
+"""agent/policy.py, the one source of what the agent may do: .claude/settings.json is made from
 it (and committed as made), a scaffolded target is covered with no hand edit, and configuration
 names are recognised in any folder."""
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
-sys.path.insert(0, str(REPO / "harness" / "hooks"))
-import policy  # noqa: E402
+from harness.paths import agent_policy  # noqa: E402
+
+policy = agent_policy()
 
 
 def test_the_committed_settings_are_the_generated_ones():
@@ -68,6 +69,7 @@ def test_a_scaffolded_target_is_protected_with_no_hand_edit(tmp_path: Path):
     project = tmp_path / "project"
     project.mkdir()
     shutil.copytree(REPO / "harness", project / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "agent", project / "agent", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / ".claude", project / ".claude")
     shutil.copy(REPO / "pyproject.toml", project / "pyproject.toml")
     (project / "targets" / "wan-vae").mkdir(parents=True)
@@ -85,7 +87,7 @@ def test_a_scaffolded_target_is_protected_with_no_hand_edit(tmp_path: Path):
                  "Edit(/targets/third/CLAUDE.md)", "Edit(/targets/third/.gitattributes)",
                  "Read(/targets/third/assets/**)"):
         assert rule in deny, rule
-    hook = subprocess.run([sys.executable, str(project / "harness" / "hooks" / "guard_frozen.py")],
+    hook = subprocess.run([sys.executable, str(project / "agent" / "hooks" / "guard_frozen.py")],
                           input=json.dumps({"tool_name": "Write", "cwd": str(project), "tool_input": {
                               "file_path": str(project / "targets" / "third" / "candidates" / "CLAUDE.md")}}),
                           env={**env, "CLAUDE_PROJECT_DIR": str(project)}, capture_output=True, text=True, timeout=30)

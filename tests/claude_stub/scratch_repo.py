@@ -10,7 +10,7 @@ or copied from a toy workspace that has them (tests/conftest.py's `toy` fixture:
 and adapter, so the same assets, and two interpreter starts fewer).
 
 Its .claude/settings.json is made as a person makes it after retargeting (`auto-optim settings`:
-harness/hooks/policy.py, from the copy's own goals.json), and install_entry_points() stands for
+agent/policy.py, from the copy's own goals.json), and install_entry_points() stands for
 `pip install -e` of the copy: the console scripts pyproject.toml names, in a folder outside it that
 the test puts first on PATH, so `auto-optim-agent` serves this copy and not the main checkout.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
 TOY = REPO / "tests" / "toy_target"
-COPY = [REPO / "harness", REPO / ".claude", REPO / "AGENTS.md", REPO / "program.md", REPO / ".gitignore", REPO / "pyproject.toml"]
+COPY = [REPO / "harness", REPO / "agent", REPO / ".claude", REPO / "AGENTS.md", REPO / "program.md", REPO / ".gitignore", REPO / "pyproject.toml"]
 # The copy's one target, the default its pyproject.toml names: the toy's goals.json and adapter package,
 # with the worked example's journal and candidates/ folder.
 TARGET = Path("targets") / "toy"
@@ -63,7 +63,7 @@ def harness_env(root: Path) -> dict:
 def write_settings(root: Path) -> None:
     """.claude/settings.json for the copy as it stands (its targets, adapter and frozen code), from its
     own policy module; a checkout without one (before issue 40) gets the toy's deny rules added by hand."""
-    policy_file = root / "harness" / "hooks" / "policy.py"
+    policy_file = root / "agent" / "policy.py"
     if policy_file.is_file():
         spec = importlib.util.spec_from_file_location("scratch_policy", policy_file)
         policy = importlib.util.module_from_spec(spec)

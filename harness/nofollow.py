@@ -10,7 +10,7 @@ below it with O_NOFOLLOW | O_DIRECTORY and the file with O_NOFOLLOW, then checks
 (NotPlain). Writes go to a new file made beside it (O_CREAT | O_EXCL | O_NOFOLLOW) and renamed over
 the name: a rename replaces a link, it never writes through one.
 
-Standard library only: the hooks import it too (harness/hooks/stop_gate.py).
+Standard library only: the hooks load it too (agent/hooks/stop_gate.py, by file location).
 """
 
 from __future__ import annotations

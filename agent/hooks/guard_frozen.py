@@ -2,7 +2,7 @@
 """PreToolUse hook: nothing leaves Claude Code's sandbox but a few fixed strings, and nothing is parsed.
 
 The protected files (harness/, goals.json, records/, .claude/, ... for every target:
-harness/hooks/policy.py) are protected by Claude Code itself, from .claude/settings.json: deny rules
+agent/policy.py) are protected by Claude Code itself, from .claude/settings.json: deny rules
 refuse the file tools, and the same rules make the Bash sandbox (bubblewrap) mount them read-only.
 What is left to this hook:
   - Any tool not in LOOP_TOOLS is refused: a tool a later Claude Code adds is denied by default.
@@ -45,9 +45,24 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hooklib import OPTIMIZER_AGENT, candidate_name, project_root, read_payload, target_root  # noqa: E402
-from policy import UNSANDBOXED, config_name  # noqa: E402
+import importlib.util  # noqa: E402
+
+
+def _hooklib():
+    """agent/hooks/_hooklib.py, beside this file, by its location (a `python3 -I` script has no
+    folder of its own on sys.path, and edits none)."""
+    spec = importlib.util.spec_from_file_location("_hooklib", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                          "_hooklib.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_hooklib"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_lib = _hooklib()
+OPTIMIZER_AGENT, candidate_name, project_root, read_payload, target_root = (
+    _lib.OPTIMIZER_AGENT, _lib.candidate_name, _lib.project_root, _lib.read_payload, _lib.target_root)
+UNSANDBOXED, config_name = _lib.policy.UNSANDBOXED, _lib.policy.config_name
 
 # The file tools of Claude Code 2.1.330 (MultiEdit is gone; Grep and Glob are not tools in native builds).
 EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
@@ -127,7 +142,7 @@ def main() -> int:
     subagent = "--only-candidate" in sys.argv[1:] or payload.get("agent_type") == OPTIMIZER_AGENT
     try:
         if tool not in LOOP_TOOLS:
-            raise Blocked(f"{tool} is not a tool this loop uses (harness/hooks/guard_frozen.py LOOP_TOOLS).")
+            raise Blocked(f"{tool} is not a tool this loop uses (agent/hooks/guard_frozen.py LOOP_TOOLS).")
         if tool == "Bash":
             check_bash(tool_input, root)
         elif tool in EDIT_TOOLS:

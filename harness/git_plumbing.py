@@ -10,7 +10,7 @@ when HEAD moved meanwhile. .gitignore plays no part (nothing is `git add`ed) and
 against the id of the bytes computed here, in Python: a mismatch, or any failure, is CommitFailed,
 which the caller reports (one line, exit 1): a commit never fails silently.
 
-Standard library only: the hooks import it too.
+Standard library only: the hooks load it too (agent/hooks/stop_gate.py, by file location).
 """
 
 from __future__ import annotations

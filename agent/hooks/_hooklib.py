@@ -12,17 +12,39 @@ project root in the hook's environment.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
 import tomllib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-# What the agent may not write or read, and the names it may not edit anywhere: harness/hooks/policy.py,
-# the one source of .claude/settings.json.
-from policy import (CANDIDATES_DIR, PROJECT_FILES, TARGET_FILES, TARGET_SECRETS, protected_paths,  # noqa: E402,F401
-                    secret_paths, target_folders)
+# This file is agent/hooks/_hooklib.py: the project is two folders up.
+PROJECT = Path(os.path.abspath(__file__)).parent.parent.parent
+
+
+def load(rel: str) -> ModuleType:
+    """A standard-library-only module of this project, by its file's location (no sys.path edit):
+    the hooks run as `python3 -I` scripts, outside any package."""
+    name = "_hook_" + Path(rel).stem
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, PROJECT / rel)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+# What the agent may not write or read, and the names it may not edit anywhere: agent/policy.py, the
+# one source of .claude/settings.json. The no-follow reader and git's plumbing: the harness's own.
+policy = load("agent/policy.py")
+nofollow = load("harness/nofollow.py")
+git_plumbing = load("harness/git_plumbing.py")
+CANDIDATES_DIR, PROJECT_FILES, TARGET_FILES, TARGET_SECRETS = (policy.CANDIDATES_DIR, policy.PROJECT_FILES,
+                                                               policy.TARGET_FILES, policy.TARGET_SECRETS)
+protected_paths, secret_paths, target_folders = policy.protected_paths, policy.secret_paths, policy.target_folders
 
 # The subagent that runs experiments (.claude/agents/): the one subagent that edits the candidate.
 OPTIMIZER_AGENT = "model-optimizer"
@@ -51,7 +73,7 @@ def project_root(payload: dict[str, Any]) -> Path:
         for d in (p, *p.parents):
             if (d / "goals.json").is_file():
                 return d
-    return Path(os.path.abspath(__file__)).parent.parent.parent
+    return PROJECT
 
 
 def target_root(project: Path) -> Path:

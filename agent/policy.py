@@ -13,10 +13,12 @@ makes that whole folder read-only. So every protected path is listed literally f
 folder, and the glob rules are added for the file tools; a folder the agent makes during a session
 can still hold a CLAUDE.md or .gitattributes its bash sandbox lets it write (Claude Code loads a
 nested CLAUDE.md into the context when a file beside it is read). The harness ignores them (git
-plumbing with filters off: harness/hooks/git_plumbing.py), and the agent's door refuses to run
+plumbing with filters off: harness/git_plumbing.py), and the agent's door refuses to run
 while one that git does not track lies outside the protected paths (stray_configuration).
 
-Standard library only: the hooks import it.
+Standard library only: the hooks load it (agent/hooks/_hooklib.py), and so does the harness
+(harness/paths.py agent_policy), each by its file's location. Outside harness/ and its frozen hash:
+it says what the agent may do, not how anything is measured.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 # Per project: the code the harness and hooks run (and a virtual environment, should one be made
 # here), the agent's own contract, Claude Code's configuration, git, what a person runs and installs.
-PROJECT_FILES = ("harness", ".claude", ".git", "AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", "program.md", ".venv", "venv",
+PROJECT_FILES = ("harness", "agent", ".claude", ".git", "AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", "program.md", ".venv", "venv",
                  "scripts", "tests", ".ci", "requirements.txt", "requirements-dev.txt", "pyproject.toml")
 # Per target (each targets/<name>/ with a goals.json; the project root too where it holds one, as a
 # test's workspace does): what the harness trusts (goals.json, its adapter package and the code
@@ -45,7 +47,7 @@ CONFIG_FOLDERS = (".claude", ".git")
 # not .gitignore, which the harness never consults and tools such as pytest write in their caches.
 ACTIVE_ANYWHERE = tuple(n for n in (*CONFIG_NAMES, *CONFIG_FOLDERS) if n != ".gitignore")
 # Folders among the names above (a deny rule covers what is below them: `Edit(/runs/**)`).
-FOLDERS = {"harness", ".claude", ".git", ".venv", "venv", "scripts", "tests", ".ci", "integrations", "plans",
+FOLDERS = {"harness", "agent", ".claude", ".git", ".venv", "venv", "scripts", "tests", ".ci", "integrations", "plans",
            "assets", "records", "runs", "profiles", "quality", "progress"}
 # Per target, what the agent may not even read: the benchmark input (made from a secret seed, kept in
 # its asset), its reference and the pool. An agent that read the seed could write it into the
@@ -58,13 +60,13 @@ CANDIDATES_DIR = "candidates"
 # What the agent edits: the candidate (goals.json "candidate", optimize.py), the variants, its journal
 # and its request to the door (harness/door.py).
 AGENT_FILES = ("optimize.py", "PROGRESS.md", f"{CANDIDATES_DIR}/**", "request.json")
-# The only commands that run outside the sandbox, compared as whole strings (harness/hooks/guard_frozen.py).
+# The only commands that run outside the sandbox, compared as whole strings (agent/hooks/guard_frozen.py).
 UNSANDBOXED = ("auto-optim-agent", "nvidia-smi", "nvidia-smi -L")
 # Tools of Claude Code 2.1.330 that the loop does not use: denied by name (the guard refuses any tool
 # outside its LOOP_TOOLS too).
 DENIED_TOOLS = ("CronCreate", "CronDelete", "CronList", "EnterWorktree", "ExitWorktree", "Monitor", "Workflow",
                 "ScheduleWakeup", "Skill", "NotebookEdit")
-HOOK = '/usr/bin/python3 -I "$CLAUDE_PROJECT_DIR/harness/hooks/{}"'
+HOOK = '/usr/bin/python3 -I "$CLAUDE_PROJECT_DIR/agent/hooks/{}"'
 
 
 def target_folders(root: Path) -> list[Path]:

@@ -12,7 +12,7 @@ instruction) while either holds:
     a wave (harness/wave.py) records its failed members first, so its last row is red only when
     every member failed);
   - a variant in candidates/ (*.py) has no row with its sha256: written for a wave, never measured.
-The candidate and candidates/ are read without following a link (harness/hooks/nofollow.py): a link
+The candidate and candidates/ are read without following a link (harness/nofollow.py): a link
 there is a problem to fix, never a file read for the agent.
 With no results.tsv rows yet, it refuses only while the candidate differs from its committed
 version (git) or a variant waits unmeasured, so a fresh checkout never traps a person who only
@@ -39,7 +39,7 @@ never spins forever. 8 is Claude Code's own cap (2.1.330 ends a turn after 8 Sto
 a row with no tool call between them; CLAUDE_CODE_STOP_HOOK_BLOCK_CAP), so the gate is never the
 first to give up.
 
-Usage (what Claude Code does):  echo '{"hook_event_name": "Stop", ...}' | python3 harness/hooks/stop_gate.py
+Usage (what Claude Code does):  echo '{"hook_event_name": "Stop", ...}' | python3 agent/hooks/stop_gate.py
 """
 
 from __future__ import annotations
@@ -51,10 +51,24 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import git_plumbing  # noqa: E402
-import nofollow  # noqa: E402
-from _hooklib import CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload, target_root  # noqa: E402
+import importlib.util  # noqa: E402
+
+
+def _hooklib():
+    """agent/hooks/_hooklib.py, beside this file, by its location (a `python3 -I` script has no
+    folder of its own on sys.path, and edits none)."""
+    spec = importlib.util.spec_from_file_location("_hooklib", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                          "_hooklib.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_hooklib"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_lib = _hooklib()
+git_plumbing, nofollow = _lib.git_plumbing, _lib.nofollow
+CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload, target_root = (
+    _lib.CANDIDATES_DIR, _lib.OPTIMIZER_AGENT, _lib.candidate_name, _lib.project_root, _lib.read_payload, _lib.target_root)
 
 RED = ("gate_fail", "crash", "timeout", "tampered")
 IN_FLIGHT = ("running", "pending")
