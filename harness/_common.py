@@ -134,21 +134,24 @@ def sha256_tensor(t: torch.Tensor) -> str:
 
 
 def frozen_files() -> dict[str, str]:
-    """sha256 of every frozen file, by path: the harness that runs, the target's adapter package
-    (wherever the goals file puts it), the code outside it that goals.json's "frozen" names, and
-    the goals file itself."""
+    """sha256 of every frozen file, by path: what measures and decides (harness/frozen.py: the
+    harness's measuring modules, the target's adapter package wherever the goals file puts it, the
+    code outside it that goals.json's "frozen" names) and goals.json's measuring keys."""
+    from harness import frozen
+
     goals = load_goals()
     adapter_dir = Path(load_adapter(goals).__file__).resolve().parent
     also = [root() / p for p in goals.frozen]
     missing = [str(p) for p in also if not p.exists()]
     if missing:
         raise SetupError(f"{goals_path()} names a frozen path that does not exist: {missing[0]}")
-    out = {}
-    for top in (_HERE, adapter_dir, *also, goals_path()):
+    out = {_display(f): sha256_file(f) for f in frozen.harness_files()}
+    for top in (adapter_dir, *also):
         files = sorted(top.rglob("*")) if top.is_dir() else [top]
         for f in files:
             if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
                 out[_display(f)] = sha256_file(f)
+    out[_display(goals_path())] = sha256_bytes(frozen.goals_bytes(goals_path().read_bytes()))
     return out
 
 
