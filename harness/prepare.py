@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import paths, _common  # noqa: E402
+from harness.phases import phase  # noqa: E402
 
 ASSETS = ("input", "reference", "pool")
 # A disk or its permissions, not an asset: said as such (a full disk once read "run prepare.py").
@@ -78,13 +79,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"prepare: remaking the {name}: {why}", file=sys.stderr)
         made = []
         if bad:
+            phase(f"preparing the assets of preset {preset}: loading the model")
             model = adapter.load_model(device)  # once, for every asset made below
             if "input" in bad:
                 mode = "seeded" if a.seeded else "default"
+                phase("preparing the input")
                 made.append(make_latent.run(preset, mode=mode, device=device, force=True, model=model)["path"])
             redo = [k for k in ("reference", "pool") if k in bad]  # a bad input fails the reference's check too
             if redo:
                 only = redo[0] if len(redo) == 1 else None
+                phase(f"preparing the {' and '.join(redo)}")
                 made += make_reference.run(preset, device=device, force=True, model=model, only=only)["made"]
             del model
             left = problems(goals, adapter, preset)
@@ -94,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             adapter.load_model("cpu")  # the weights (a damaged cache is made again here, where it may be written)
         if goals.presets[preset].ranks == 1:  # a group's row has no floor: the probe is of one device
+            phase("probing this device's peak (the floor), unless known")
             peak, probed = floor.ensure_peak(device, adapter, force=a.force)
             if probed:
                 made.append(str(floor.peak_path(peak["gpu"])))

@@ -15,11 +15,8 @@ measured against it. So the first thing a user sees is a true ratio over fp32 ea
 The keep rule (harness/keep_rule.py, the one place it is decided). The candidate is timed in
 alternation with the code it would replace, the current keeper (the latest keep since the
 baseline, whose source optimize.py holds; on a first run the baseline), each in a worker of its
-own (harness/alternate.py), and judged only against it: kept if every call passed the gate and the
-confidence interval of its paired gain lies beyond goals.json noise_threshold (by more than it is
-wide), or by the warm-up rule ("warmup_gain"); reverted if the interval shows no gain beyond the
-threshold; inconclusive (not kept: run again on a quieter machine) when the pairs cannot tell, or
-the keeper ran more than 10% slower beside it than on its own row. A keeper's source becomes
+own (harness/alternate.py), and judged only against it: keep, revert, inconclusive or rerun, by
+the rule harness/keep_rule.py's docstring states (its one statement). A keeper's source becomes
 optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
 else leaves optimize.py at the current keeper: after a revert, an inconclusive run or a failure of
 an edited optimize.py it is put back, the candidate's source kept in its record (python
@@ -72,6 +69,7 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import paths, _common  # noqa: E402
+from harness.phases import phase  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
@@ -239,6 +237,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
             rec["would_be"] = "baseline" if rec["rebaseline"] else keep_rule.judge_record(
                 rec, goals, *keepers, _common.root() / "records").status
             if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
+                phase("profiling the keeper-to-be")
                 rec["profile_md"], rec["profile"] = profile_md(s, facts, goals)
                 if not facts["passed"]:  # a profiled call is checked like the others
                     rec.update(outcome=facts["status"], reason=facts["reason"])
@@ -266,6 +265,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
         if broken:
             return crashed(recs[-1], broken)
         if keeper is None:
+            phase("starting the worker, building, warming up and measuring the candidate")
             with Session(cand, preset, device, **options) as s:
                 fill(recs[-1], s, s.measure(want_frame=True))
             return recs
