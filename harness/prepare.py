@@ -98,7 +98,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             adapter.load_model("cpu")  # the weights (a damaged cache is made again here, where it may be written)
         if goals.presets[preset].ranks == 1:  # a group's row has no floor: the probe is of one device
-            phase("probing this device's peak (the floor), unless known")
             peak, probed = floor.ensure_peak(device, adapter, force=a.force)
             if probed:
                 made.append(str(floor.peak_path(peak["gpu"])))

@@ -35,7 +35,8 @@ def checkout(tmp_path_factory: pytest.TempPathFactory, toy: Path) -> Path:
     pyproject.toml names) with its tiny assets."""
     out = tmp_path_factory.mktemp("door") / "checkout"
     shutil.copytree(toy, out / TARGET, symlinks=True, ignore=shutil.ignore_patterns("harness", "runs"))
-    shutil.copytree(REPO / "harness", out / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    for code in ("harness", "agent"):  # agent/policy.py: what the door checks the tree against
+        shutil.copytree(REPO / code, out / code, ignore=shutil.ignore_patterns("__pycache__"))
     (out / "pyproject.toml").write_text('[tool.auto-optim]\ntarget = "toy"\n')
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):

@@ -332,7 +332,7 @@ def test_code_goals_names_frozen_is_in_the_frozen_hash(tmp_path: Path) -> None:
             (ws / "goals.json").write_text(json.dumps(goals | {"frozen": bad}))
             with pytest.raises(C.SetupError, match=f"frozen .*{why}"):
                 C.load_goals()
-    repo_goals = Path(__file__).resolve().parent.parent / "goals.json"
+    repo_goals = Path(__file__).resolve().parent.parent / "targets" / "wan-vae" / "goals.json"
     assert "integrations/split_decode.py" in json.loads(repo_goals.read_text())["frozen"]
 
 
