@@ -46,7 +46,10 @@ class SetupError(Exception):
 
 
 def goals_path() -> Path:
-    return goals_module.path()
+    try:
+        return goals_module.path()
+    except goals_module.GoalsError as e:
+        raise SetupError(str(e)) from None
 
 
 def load_goals() -> Goals:
@@ -65,8 +68,9 @@ def root() -> Path:
 def load_adapter(goals: dict[str, Any]) -> ModuleType:
     """The target's adapter module, checked against harness/adapter.py's Adapter: SetupError
     naming every missing piece at once."""
-    if str(root()) not in sys.path:
-        sys.path.append(str(root()))  # last, for the reason harness/__init__.py gives
+    from harness import target  # the target's packages by name, nothing else of its folder
+
+    target.use(root())
     name = goals.get("adapter")
     if not isinstance(name, str) or not name:
         raise SetupError(f"{goals_path()} names no adapter module (\"adapter\": \"package.module\")")
@@ -91,7 +95,11 @@ def _refuse_untrusted_python() -> None:
     main = Path(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else None
     if main is None or not main.is_relative_to(_HERE):
         return  # imported by a test or a notebook, not a harness tool
-    why = untrusted_python(sys.prefix, sys.executable, sys.path, sorted({REPO, root().resolve()}))
+    try:
+        projects = sorted({REPO, root().resolve()})
+    except SetupError:
+        projects = [REPO]  # no target yet: the tool says so itself
+    why = untrusted_python(sys.prefix, sys.executable, sys.path, projects)
     if why:
         print(f"harness: refused: {why}", file=sys.stderr)
         sys.exit(2)
@@ -126,21 +134,24 @@ def sha256_tensor(t: torch.Tensor) -> str:
 
 
 def frozen_files() -> dict[str, str]:
-    """sha256 of every frozen file, by path: the harness that runs, the target's adapter package
-    (wherever the goals file puts it), the code outside it that goals.json's "frozen" names, and
-    the goals file itself."""
+    """sha256 of every frozen file, by path: what measures and decides (harness/frozen.py: the
+    harness's measuring modules, the target's adapter package wherever the goals file puts it, the
+    code outside it that goals.json's "frozen" names) and goals.json's measuring keys."""
+    from harness import frozen
+
     goals = load_goals()
     adapter_dir = Path(load_adapter(goals).__file__).resolve().parent
     also = [root() / p for p in goals.frozen]
     missing = [str(p) for p in also if not p.exists()]
     if missing:
         raise SetupError(f"{goals_path()} names a frozen path that does not exist: {missing[0]}")
-    out = {}
-    for top in (_HERE, adapter_dir, *also, goals_path()):
+    out = {_display(f): sha256_file(f) for f in frozen.harness_files()}
+    for top in (adapter_dir, *also):
         files = sorted(top.rglob("*")) if top.is_dir() else [top]
         for f in files:
             if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
                 out[_display(f)] = sha256_file(f)
+    out[_display(goals_path())] = sha256_bytes(frozen.goals_bytes(goals_path().read_bytes()))
     return out
 
 

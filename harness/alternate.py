@@ -27,6 +27,7 @@ from typing import Any
 
 from harness import busy
 from harness._common import SetupError
+from harness.phases import phase
 from harness.session import Session
 
 _rng = random.SystemRandom()
@@ -44,6 +45,7 @@ def started(keeper: Path, candidate: Path, preset: str, device: str, **options: 
     k = Session(keeper, preset, device, **options)
     c = Session(candidate, preset, device, assets_from=k, **options)
     try:
+        phase(f"starting the workers: the keeper ({keeper.name}) and the candidate ({candidate.name})")
         k.spawn()
         c.spawn()
         try:
@@ -70,12 +72,14 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
     facts: dict[Session, dict[str, Any]] = {}
     for s in (candidate, keeper):  # built one at a time, the other one frozen; the candidate first:
         _only(s, both, facts)  # one that fails to import or build is answered before the keeper's build
+        phase(f"building and warming up the {'candidate' if s is candidate else 'keeper'}")
         facts[s] = s.begin(want_frame=want_frame and s is candidate, runs=pairs)
         if facts[candidate]["status"] != "measured" and not keeper_in_full:
             candidate.resume()
             return {"passed": False, "reason": "not measured: the candidate failed first"}, candidate.finish(facts[candidate])
     last: Session = keeper  # begun last: its warm-up's work must not run into the candidate's first call
-    for keeper_first in balanced(pairs):
+    for n, keeper_first in enumerate(balanced(pairs), 1):
+        phase(f"measured pair {n}/{pairs}")
         order = both if keeper_first else both[::-1]
         for s in order:
             if facts[s]["status"] != "measured":

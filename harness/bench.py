@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
 from harness import floor  # noqa: E402
 from harness.session import Session  # noqa: E402
 
@@ -89,6 +89,7 @@ def human(f: dict[str, Any]) -> list[str]:
 def parser() -> argparse.ArgumentParser:
     """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path)
     p.add_argument("--device", choices=["cpu", "cuda"])

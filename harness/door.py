@@ -7,18 +7,19 @@ agent writes beside goals.json (harness/request.py has the schema), for example
     {"run": "wave", "candidates": ["candidates/a.py", "candidates/b.py"]}
     {"run": "verify", "candidate": "candidates/a.py"}      (bench and profile alike; "floor" takes none)
 
-Whom it serves: the checkout its own code lives in (this file's folder's parent), never the current
-directory, AUTO_OPTIM_GOALS or any other variable: its root or a targets/<name>/ folder of it whose
-goals.json is committed and unchanged. Each refusal is one line on stderr, exit 2, nothing measured
+Whom it serves: the default target (pyproject.toml's [tool.auto-optim] target; the person switches
+it) of the checkout its own code lives in (this file's folder's parent), never the current
+directory, AUTO_OPTIM_GOALS or any other variable: its targets/<name>/ folder, whose goals.json is
+committed and unchanged. Each refusal is one line on stderr, exit 2, nothing measured
 (cheap checks first: a refusal imports no torch). Before it measures it checks, in order:
   - no argument, and a Python that lies outside the project (harness/interpreter.py);
-  - exactly one request.json beside one of those goals.json, read without following a link
-    (harness/hooks/nofollow.py), at most 64 KiB, valid under the schema;
+  - request.json beside that goals.json, read without following a link
+    (harness/nofollow.py), at most 64 KiB, valid under the schema;
   - that the files it will read (the candidate or the wave's variants, PROGRESS.md) are plain files;
   - that no untracked module sits where the harness imports from (the checkout's and the target's
     folders, on sys.path last: a planted `triton.py` would run here, outside the sandbox), and no
     untracked CLAUDE.md, AGENTS.md, .gitattributes, .claude/ ... outside the protected paths
-    (harness/hooks/policy.py stray_configuration);
+    (agent/policy.py stray_configuration);
   - that it runs outside Claude Code's sandbox (runs/ must be a folder it can write), with the
     worker's sandbox available (there is no unsandboxed path through it).
 Then it consumes the request (moved to runs/requests/<time>.json, so a stale one is never run
@@ -40,9 +41,10 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parent.parent
 if str(CHECKOUT) not in sys.path:
     sys.path.append(str(CHECKOUT))  # `python harness/door.py`; the console script finds the package installed
-from harness import request as schema  # noqa: E402
+from harness import paths, request as schema  # noqa: E402
 from harness.goals import GOALS_ENV  # noqa: E402
-from harness.hooks import git_plumbing, nofollow, policy  # noqa: E402
+from harness import git_plumbing, nofollow  # noqa: E402
+from harness.paths import agent_policy  # noqa: E402
 from harness.interpreter import untrusted_python  # noqa: E402
 
 NAME = "auto-optim-agent"
@@ -61,13 +63,17 @@ def _rel(folder: Path) -> str:
 
 
 def target_folders() -> list[Path]:
-    """The checkout's root and each targets/<name>/ that is a plain folder with a goals.json file."""
-    out = [CHECKOUT]
-    for name in nofollow.listdir(CHECKOUT, "targets") if nofollow.kind(CHECKOUT, "targets") == "dir" else []:
-        if nofollow.kind(CHECKOUT, f"targets/{name}") == "dir" and \
-                nofollow.kind(CHECKOUT, f"targets/{name}/goals.json") == "file":
-            out.append(CHECKOUT / "targets" / name)
-    return out
+    """The default target's folder (pyproject.toml's [tool.auto-optim] target: the person switches it),
+    a plain folder with a goals.json file; never one an argument, a variable or the cwd names."""
+    try:
+        rel = f"{paths.TARGETS}/{paths.default_target(CHECKOUT)}"
+    except paths.TargetError as e:
+        raise Refusal(str(e)) from None
+    if nofollow.kind(CHECKOUT, paths.TARGETS) != "dir" or nofollow.kind(CHECKOUT, rel) != "dir" or \
+            nofollow.kind(CHECKOUT, f"{rel}/goals.json") != "file":
+        raise Refusal(f"{rel}/goals.json is not a plain file in a plain folder: the default target (pyproject.toml) "
+                      "must be one of this checkout's")
+    return [CHECKOUT / rel]
 
 
 def find_request() -> tuple[Path, bytes]:
@@ -85,8 +91,7 @@ def find_request() -> tuple[Path, bytes]:
         return_to = " or ".join(f"{_rel(f) or './'}" for f in target_folders())
         raise Refusal(f"no {REQUEST} in {CHECKOUT} ({return_to}): write one beside goals.json, e.g. {EXAMPLE}")
     if len(found) > 1:
-        raise Refusal(f"{REQUEST} in {found[0][1]} and {found[1][1]}: leave one, beside the goals.json of the target "
-                      "you mean")
+        raise Refusal(f"{REQUEST} in {found[0][1]} and {found[1][1]}: leave one")
     folder, where, _ = found[0]
     try:
         return folder, nofollow.read_bytes(CHECKOUT, where, schema.CAP)
@@ -117,10 +122,11 @@ def committed_goals(folder: Path) -> dict:
 
 
 def planted(folder: Path) -> list[str]:
-    """Untracked entries of `folder` Python could import (the harness appends the folder to sys.path,
-    last: a module missing from site-packages would be taken from there)."""
+    """Untracked entries of `folder` Python could import (a target's packages are importable by name,
+    harness/target/finder.py: a module missing from site-packages would be taken from there)."""
     rel = _rel(folder)
     tracked = {Path(p).name for p in git_plumbing.git(CHECKOUT, "ls-tree", "--name-only", "HEAD", "--", rel or ".").split("\n")}
+    policy = agent_policy()
     known = set(policy.protected_paths(CHECKOUT)) | {rel + policy.CANDIDATES_DIR, rel + "__pycache__"}
     out = []
     for name in nofollow.listdir(CHECKOUT, rel.rstrip("/") or "."):
@@ -146,7 +152,7 @@ def check_setting(folder: Path, req: schema.Request, candidate: str) -> None:
         raise Refusal(f"{', '.join(found)}: untracked, where the harness could import it in place of a real module; "
                       "delete it (scratch files belong in $TMPDIR) and run the door again")
     tracked = set(git_plumbing.git(CHECKOUT, "ls-files", "-z").split("\0"))
-    stray = policy.stray_configuration(CHECKOUT, tracked)
+    stray = agent_policy().stray_configuration(CHECKOUT, tracked)
     if stray:
         raise Refusal(f"{', '.join(stray[:3])}: configuration or instructions git does not track (Claude Code loads a "
                       "CLAUDE.md beside a file it reads; git applies a .gitattributes); delete it and run the door again")

@@ -42,7 +42,7 @@ from typing import Any, Callable
 import torch
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
 from harness.goals import as_goals  # noqa: E402
 from harness.locks import device_lock  # noqa: E402
 
@@ -250,6 +250,7 @@ def verdict_for_rows(rows: list[dict[str, str]], goals: dict[str, Any], preset: 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--preset")
     p.add_argument("--force", action="store_true", help="probe again even if this machine has a probe")

@@ -19,9 +19,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-# Tests and retargeted copies point the harness at another goals file with this variable.
-GOALS_ENV = "AUTO_OPTIM_GOALS"
-REPO = Path(__file__).resolve().parent.parent
+from harness import paths
+from harness.paths import GOALS_ENV  # noqa: F401 - the tests' override of the goals file (harness/paths.py)
 
 
 class GoalsError(Exception):
@@ -85,7 +84,11 @@ class Goals:
 
 
 def path() -> Path:
-    return Path(os.environ.get(GOALS_ENV, REPO / "goals.json")).resolve()
+    """The goals file the harness reads: harness/paths.py goals_path()."""
+    try:
+        return paths.goals_path()
+    except paths.TargetError as e:
+        raise GoalsError(str(e)) from None
 
 
 def parse(data: Any, where: Path, complete: bool = False) -> Goals:
@@ -301,7 +304,7 @@ _cache: dict[Path, tuple[tuple[int, int], Goals]] = {}
 
 
 def load() -> Goals:
-    """The goals file named by AUTO_OPTIM_GOALS (else the repository's goals.json), read once."""
+    """The goals file named by AUTO_OPTIM_GOALS (else the default target's), read once."""
     where = path()
     try:
         st = where.stat()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import _common
-from harness.hooks import nofollow
+from harness import nofollow
 from harness.goals import as_goals
 from harness.records import (KEEPERS, _cell, baseline_row, leaderboard_path, metric_value, progress_path, read_rows,
                              sort_key)

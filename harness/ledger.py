@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import _common
+from harness import _common, paths
 from harness import floor, keep_rule, leaderboard
 from harness import records
 from harness.record_file import validate_record
 from harness.goals import Goals
-from harness.hooks import git_plumbing, nofollow
-from harness.hooks.git_plumbing import CommitFailed
+from harness import git_plumbing, nofollow
+from harness.git_plumbing import CommitFailed
 from harness.records import Refused
 from harness.replies import markdown
 
@@ -64,7 +64,7 @@ def check_frozen(base: dict[str, str] | None, fh: str) -> None:
 
 
 def git_repo() -> Path | None:
-    """The working tree that holds the target's folder (harness/hooks/git_plumbing.py), None
+    """The working tree that holds the target's folder (harness/git_plumbing.py), None
     without git (a GPU machine): its rows say "nogit"."""
     return git_plumbing.top(_common.root()) if shutil.which("git") else None
 
@@ -354,13 +354,26 @@ def your_rows(rows: list[dict[str, Any]], goals: dict[str, Any], preset: str, gp
     return lines
 
 
+def _run_command() -> str:
+    """The command that runs this target again: no option for the default target, --target NAME for
+    another of targets/, AUTO_OPTIM_GOALS=... for a goals file outside them."""
+    run = "python harness/run_experiment.py "
+    where = _common.goals_path()
+    folder = where.parent
+    if where.name == "goals.json" and folder.parent == (_common.REPO / paths.TARGETS).resolve():
+        try:
+            default = paths.default_target()
+        except paths.TargetError:
+            default = None
+        return run + ("" if folder.name == default else f"--target {folder.name} ") + '--desc "..."'
+    return f"AUTO_OPTIM_GOALS={os.path.relpath(where, Path.cwd())} " + run + '--desc "..."'
+
+
 def next_step(result: dict[str, Any], goals: dict[str, Any]) -> str:
     """What to do after this run, for this target, on this device, after this outcome."""
     row, status, exp = result["row"], result["status"], result["exp"]
     cand = goals["candidate"]
-    own = _common.goals_path() == (_common.REPO / "goals.json").resolve()  # the repository's target: no variable
-    where = os.path.relpath(_common.goals_path(), Path.cwd())
-    command = ("" if own else f"AUTO_OPTIM_GOALS={where} ") + "python harness/run_experiment.py --desc \"...\""
+    command = _run_command()
     if status in records.RED:
         return (f"Next: fix what 'why' says above in {cand} and run again ({command}); the candidate's source stays "
                 f"in records/{exp}.json (python harness/records.py source {exp} prints it).")

@@ -3,15 +3,20 @@
 Usage:
     python harness/new_target.py NAME [--dir DIR]        # from the repository root; DIR: targets/NAME
 
-Writes DIR/ (refused if it exists):
+Writes DIR/ (refused if it exists), every file the harness and the hooks expect a target to hold:
     goals.json          the target: adapter, presets, metric, gate, pool, noise threshold, stop rule
     optimize.py         the candidate the agent edits: build_decoder(model, example_input) -> (forward_fn, info)
     NAME_model/         the frozen model and its adapter (target.py: the functions the harness calls,
                         harness/adapter.py's Adapter, checked when it loads)
+    candidates/         the variants of a wave (the agent's)
+    results.tsv         the ledger, its header only
+    records/ profiles/ quality/ progress/   what the harness writes (each with a README.md, for git)
+    runs/               the harness's scratch (ignored)
+    PROGRESS.md         the agent's journal
     README.md           what to replace, and the commands below
     .gitignore          its assets/ and runs/
 and, for a folder under this checkout's targets/, writes .claude/settings.json again
-(harness/hooks/policy.py): the new target's goals, records, adapter and configuration are protected
+(agent/policy.py): the new target's goals, records, adapter and configuration are protected
 from the agent with no hand edit (restart Claude Code to load it).
 
 The stand-in model runs a small MLP position by position (as a streaming decoder does), so the
@@ -19,8 +24,9 @@ scaffold works end to end at once: prepare makes its seeded input, reference and
 run records its fp32 eager baseline and measures optimize.py against it. Replace the model, its
 input and its gate with yours (README.md there says where), commit, and run:
     git add DIR && git commit -m "target NAME"
-    AUTO_OPTIM_GOALS=DIR/goals.json python harness/prepare.py
-    AUTO_OPTIM_GOALS=DIR/goals.json python harness/run_experiment.py --desc "first run"
+    auto-optim prepare --target NAME
+    auto-optim run --target NAME --desc "first run"
+(pyproject.toml's [tool.auto-optim] target = "NAME" makes it the default, the one the agent's door serves.)
 Exit 0 written, 2 refused (one line on stderr).
 """
 
@@ -34,7 +40,7 @@ import sys
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import _common, records  # noqa: E402
 
 GOALS = {
     "target": "{name}",
@@ -163,10 +169,19 @@ Then, from the repository root:
 
 ```bash
 git add {dir} && git commit -m "target {name}"
-export AUTO_OPTIM_GOALS={dir}/goals.json
-python harness/prepare.py && python harness/run_experiment.py --desc "first run"
+auto-optim prepare --target {name} && auto-optim run --target {name} --desc "first run"
 ```
+
+To let the agent work on it, make it the default: `[tool.auto-optim] target = "{name}"` in pyproject.toml.
 '''
+
+
+# The folders the harness writes in (and candidates/, the agent's), each with a README.md so git keeps it.
+FOLDERS = {"candidates": "The variants of a wave: the agent writes them here (harness/wave.py).",
+           "records": "One signed record a row of results.tsv (harness/record_file.py).",
+           "profiles": "Profiles of the candidates (harness/profile.py).",
+           "quality": "Quality pictures of the rows (harness/plots.py).",
+           "progress": "Progress plots, one a preset and machine (harness/plots.py)."}
 
 
 def package_name(name: str) -> str:
@@ -180,17 +195,22 @@ def scaffold(name: str, folder: Path) -> list[Path]:
     if folder.exists():
         raise _common.SetupError(f"{folder} exists; pick another name or --dir (nothing is written over)")
     package = package_name(name)
-    shown = folder.as_posix()
+    shown = os.path.relpath(folder, _common.REPO) if Path(os.path.abspath(folder)).is_relative_to(_common.REPO) \
+        else folder.as_posix()
     goals = json.loads(json.dumps(GOALS).replace("{name}", name).replace("{package}", package))
     files = {"goals.json": json.dumps(goals, indent=1) + "\n", "optimize.py": OPTIMIZE.format(name=name),
              f"{package}/__init__.py": f'"""Target {name}\'s frozen model package (its adapter: {package}.target)."""\n',
              f"{package}/target.py": ADAPTER.format(name=name),
              "README.md": README.format(name=name, package=package, dir=shown),
-             ".gitignore": "assets/\nruns/\n__pycache__/\n"}
+             ".gitignore": "assets/\nruns/\n__pycache__/\n",
+             "results.tsv": records.HEADER,
+             "PROGRESS.md": f"# Target {name}: the journal\n\nWhat was tried, what was measured, what comes next.\n",
+             **{f"{d}/README.md": f"{what}\n" for d, what in FOLDERS.items()}}
     for rel, text in files.items():
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    (folder / "runs").mkdir()  # ignored: the harness's scratch
     return [folder / rel for rel in files]
 
 
@@ -213,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     _common.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
             "next: replace the stand-in (README.md there), then",
             f"  git add {folder.as_posix()} && git commit -m \"target {a.name}\"",
-            f"  AUTO_OPTIM_GOALS={goals} python harness/prepare.py",
-            f"  AUTO_OPTIM_GOALS={goals} python harness/run_experiment.py --desc \"first run\""],
+            f"  auto-optim prepare --target {a.name}",
+            f"  auto-optim run --target {a.name} --desc \"first run\""],
            {"target": a.name, "dir": str(folder), "goals": goals})
     return 0
 

@@ -5,7 +5,7 @@ Usage:
     auto-optim measure --desc "..." --record-out REC.json [--best-median S] ...   (a GPU machine: record nothing here)
     auto-optim apply REC.json                    (record what `measure` wrote, signed with your key)
     auto-optim wave|verify|bench|profile|floor|prepare|records ARGS   (the tools, with their own options)
-    auto-optim settings [--check]                (write .claude/settings.json from harness/hooks/policy.py)
+    auto-optim settings [--check]                (write .claude/settings.json from agent/policy.py)
 
 Each verb is the tool of the same job (`run`, `measure` and `apply` are harness/run_experiment.py,
 the others harness/<verb>.py, `records` harness/records.py); `python harness/<tool>.py` stays an alias
@@ -125,37 +125,48 @@ def confirm(asked: list[str]) -> bool:
 
 
 def write_settings(check: bool = False) -> int:
-    """.claude/settings.json from harness/hooks/policy.py (--check: exit 1 when it differs)."""
-    from harness.hooks import policy
+    """.claude/settings.json from agent/policy.py (--check: exit 1 when it differs)."""
+    from harness.paths import agent_policy
+
+    policy = agent_policy()
 
     path = CHECKOUT / ".claude" / "settings.json"
     text = policy.settings_text(CHECKOUT)
     current = path.read_text() if path.is_file() else None
     if check:
-        print(f"{path}: {'as generated' if current == text else 'differs from harness/hooks/policy.py'}")
+        print(f"{path}: {'as generated' if current == text else 'differs from agent/policy.py'}")
         return 0 if current == text else 1
     if current != text:
         path.parent.mkdir(exist_ok=True)
         tmp = path.with_name(f".settings.json.{os.getpid()}")
         tmp.write_text(text)
         os.replace(tmp, path)
-    print(f"{path}: written from harness/hooks/policy.py (restart Claude Code to load it)")
+    print(f"{path}: written from agent/policy.py (restart Claude Code to load it)")
     return 0
 
 
 def _run_tool(verb: str, rest: list[str]) -> int:
     import importlib
 
-    from harness import goals
+    from harness import goals, paths
     from harness.interpreter import untrusted_python
 
-    why = untrusted_python(sys.prefix, sys.executable, sys.path, sorted({CHECKOUT, goals.path().parent}))
+    early = argparse.ArgumentParser(prog=f"auto-optim {verb}", add_help=False)
+    paths.add_target_option(early)  # the target first: its folder is checked below
+    early.parse_known_args(rest)
+    try:
+        target = goals.path().parent
+    except goals.GoalsError as e:
+        print(f"auto-optim: refused: {e}", file=sys.stderr)
+        return 2
+    why = untrusted_python(sys.prefix, sys.executable, sys.path, sorted({CHECKOUT, target}))
     if why:
         print(f"auto-optim: refused: {why}", file=sys.stderr)
         return 2
     if verb == "apply":  # asked before torch is imported: a person answers at once
         pa = argparse.ArgumentParser(prog="auto-optim apply", description="record a signed record file")
         pa.add_argument("record", type=Path)
+        paths.add_target_option(pa)
         record = pa.parse_args(rest).record
         if not confirm(["apply"]):
             print("auto-optim apply: not confirmed; nothing done", file=sys.stderr)

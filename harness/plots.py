@@ -29,7 +29,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `harness` importable
     sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 
-from harness import _common, records  # noqa: E402
+from harness import paths, _common, records  # noqa: E402
 from harness.goals import as_goals  # noqa: E402
 
 FAILED = records.RED
@@ -224,6 +224,7 @@ def quality_strip(reference_frame: Any, candidate_frame: Any, out_png: Path,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    paths.add_target_option(parser)
     parser.add_argument("--results", type=Path, default=None, help="default: results.tsv next to goals.json")
     parser.add_argument("--out", type=Path, default=None,
                         help="default: progress/<preset>-<machine>.png next to goals.json, for the last row's")

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
+from harness.phases import phase  # noqa: E402
 
 ASSETS = ("input", "reference", "pool")
 # A disk or its permissions, not an asset: said as such (a full disk once read "run prepare.py").
@@ -59,6 +60,7 @@ def problems(goals: dict[str, Any], adapter: Any, preset: str) -> dict[str, str]
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("--preset")
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--seeded", action="store_true", help="use the seeded input, not a clip")
@@ -77,13 +79,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"prepare: remaking the {name}: {why}", file=sys.stderr)
         made = []
         if bad:
+            phase(f"preparing the assets of preset {preset}: loading the model")
             model = adapter.load_model(device)  # once, for every asset made below
             if "input" in bad:
                 mode = "seeded" if a.seeded else "default"
+                phase("preparing the input")
                 made.append(make_latent.run(preset, mode=mode, device=device, force=True, model=model)["path"])
             redo = [k for k in ("reference", "pool") if k in bad]  # a bad input fails the reference's check too
             if redo:
                 only = redo[0] if len(redo) == 1 else None
+                phase(f"preparing the {' and '.join(redo)}")
                 made += make_reference.run(preset, device=device, force=True, model=model, only=only)["made"]
             del model
             left = problems(goals, adapter, preset)

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 import torch
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
 
 CATEGORIES = ("convolution", "attention/matmul", "norm/elementwise", "copy/cat/pad", "other")
 # Checked in order: the first entry with a pattern inside the lower-cased name wins.
@@ -201,6 +201,7 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
 def parser() -> argparse.ArgumentParser:
     """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path)
     p.add_argument("--device", choices=["cpu", "cuda"])

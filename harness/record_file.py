@@ -15,7 +15,7 @@ from typing import Any
 from harness import _common
 from harness import records
 from harness import signing
-from harness.hooks import policy
+from harness.paths import agent_policy
 from harness.records import Refused
 
 # runs/ is the harness's scratch (a wave's members write there), but its requests are the door's.
@@ -24,12 +24,13 @@ SCRATCH = "runs"
 
 def check_record_out(path: Path) -> None:
     """A record file is a new .json (never written over a file) outside every path the agent may not
-    write (harness/hooks/policy.py: the harness's code, goals, records, adapter, .claude/, .git/,
+    write (agent/policy.py: the harness's code, goals, records, adapter, .claude/, .git/,
     .gitignore, ...), in this checkout and the target's folder; runs/ (not runs/requests/) is the
     harness's scratch, where a wave's members write theirs."""
     named, real = Path(os.path.abspath(path)), path.resolve()
     why = "it is not a .json file" if named.suffix != ".json" else \
         "it exists: a record is never written over a file" if os.path.lexists(named) or real.exists() else None
+    policy = agent_policy()
     for project in dict.fromkeys((_common.REPO, _common.root().resolve())):
         trusted = [p for p in policy.protected_paths(project) if p.rsplit("/", 1)[-1] != SCRATCH]
         trusted += [p + "/requests" for p in policy.protected_paths(project) if p.rsplit("/", 1)[-1] == SCRATCH]
@@ -37,7 +38,7 @@ def check_record_out(path: Path) -> None:
             rel = p.relative_to(project).as_posix() if p.is_relative_to(project) else None
             if why is None and rel is not None and (rel.endswith("goals.json") or policy.config_name(rel)
                                                     or any(rel == t or rel.startswith(t + "/") for t in trusted)):
-                why = f"{rel} is the harness's (harness/hooks/policy.py protects it)"
+                why = f"{rel} is the harness's (agent/policy.py protects it)"
     if why:
         raise Refused(f"--record-out {path}: {why}; a record goes to a new .json file of its own, not over goals.json, "
                       "harness/, records/, profiles/, quality/ or configuration (.claude/, .git/, ...)")

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
-from harness.hooks import git_plumbing  # noqa: E402
+from harness import paths, _common  # noqa: E402
+from harness import git_plumbing  # noqa: E402
 from harness.row import Row  # noqa: E402,F401 - read_rows' type, named here for its callers
 
 SetupError = _common.SetupError
@@ -385,6 +385,7 @@ def utc_now() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("action", choices=["leaderboard", "show", "restore", "source"])
     p.add_argument("exp", nargs="?", help="with source: the experiment (e005)")
     a = p.parse_args(argv)

@@ -15,11 +15,8 @@ measured against it. So the first thing a user sees is a true ratio over fp32 ea
 The keep rule (harness/keep_rule.py, the one place it is decided). The candidate is timed in
 alternation with the code it would replace, the current keeper (the latest keep since the
 baseline, whose source optimize.py holds; on a first run the baseline), each in a worker of its
-own (harness/alternate.py), and judged only against it: kept if every call passed the gate and the
-confidence interval of its paired gain lies beyond goals.json noise_threshold (by more than it is
-wide), or by the warm-up rule ("warmup_gain"); reverted if the interval shows no gain beyond the
-threshold; inconclusive (not kept: run again on a quieter machine) when the pairs cannot tell, or
-the keeper ran more than 10% slower beside it than on its own row. A keeper's source becomes
+own (harness/alternate.py), and judged only against it: keep, revert, inconclusive or rerun, by
+the rule harness/keep_rule.py's docstring states (its one statement). A keeper's source becomes
 optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
 else leaves optimize.py at the current keeper: after a revert, an inconclusive run or a failure of
 an edited optimize.py it is put back, the candidate's source kept in its record (python
@@ -48,7 +45,7 @@ through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checko
 that key signed only, and checks every field of it (read_record_file, validate_record).
 --apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's (harness/person.py,
 `auto-optim`): the agent runs experiments only through its door (harness/door.py, request.json), and
-Claude Code's hook lets nothing else out of its sandbox (harness/hooks/guard_frozen.py).
+Claude Code's hook lets nothing else out of its sandbox (agent/hooks/guard_frozen.py).
 The candidate is read without following a link (harness/snapshot.py), and the worker imports the
 bytes the harness read.
 Exit: 0 measured and recorded (baseline, keep, revert, inconclusive, rerun: the candidate passed every check,
@@ -71,12 +68,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
+from harness.phases import phase  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
 from harness import snapshot  # noqa: E402
-from harness.hooks import git_plumbing  # noqa: E402
+from harness import git_plumbing  # noqa: E402
 from harness.locks import acquire_lock, device_lock, device_slot  # noqa: E402
 from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
 from harness.prepare import DISK_ERRORS, disk_error  # noqa: E402
@@ -239,6 +237,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
             rec["would_be"] = "baseline" if rec["rebaseline"] else keep_rule.judge_record(
                 rec, goals, *keepers, _common.root() / "records").status
             if rec["would_be"] == "keep" and not a.no_profile:  # the baseline is the frozen model
+                phase("profiling the keeper-to-be")
                 rec["profile_md"], rec["profile"] = profile_md(s, facts, goals)
                 if not facts["passed"]:  # a profiled call is checked like the others
                     rec.update(outcome=facts["status"], reason=facts["reason"])
@@ -266,6 +265,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
         if broken:
             return crashed(recs[-1], broken)
         if keeper is None:
+            phase("starting the worker, building, warming up and measuring the candidate")
             with Session(cand, preset, device, **options) as s:
                 fill(recs[-1], s, s.measure(want_frame=True))
             return recs
@@ -376,6 +376,7 @@ def strip_title(desc: str, frame: dict[str, Any], facts: dict[str, Any], name: s
 def parser() -> argparse.ArgumentParser:
     """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("--desc", help="what this experiment changes (required unless --apply)")
     p.add_argument("--preset")
     p.add_argument("--candidate", type=Path, help="default: goals.json's candidate (optimize.py); never modified")

@@ -1,6 +1,6 @@
 """The candidate as measured: its bytes, read once, without following a link inside the project.
 
-The harness reads the agent's file once (harness/hooks/nofollow.py when it lies in the project: a
+The harness reads the agent's file once (harness/nofollow.py when it lies in the project: a
 link anywhere on its path is refused, NotPlain) and sends those bytes to the worker, which imports
 them (harness/worker.py), never the file: what the worker runs and what the record holds are the
 same bytes, whatever the agent does to the file meanwhile. A file a person names outside the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.hooks import nofollow
+from harness import nofollow
 
 
 def read(path: Path, root: Path) -> bytes:

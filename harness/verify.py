@@ -33,7 +33,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 import torch  # noqa: E402
 
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
 from harness.memory_limit import gb_argument  # noqa: E402
 from harness.session import Session  # noqa: E402
 
@@ -89,6 +89,7 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
 def parser() -> argparse.ArgumentParser:
     """The options (harness/person.py reads the person's powers from what this parser makes)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    paths.add_target_option(ap)
     ap.add_argument("--preset", help="preset name from goals.json (default: full on CUDA, tiny on CPU)")
     ap.add_argument("--candidate", help="candidate file (default: goals['candidate'], optimize.py)")
     ap.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common  # noqa: E402
+from harness import paths, _common  # noqa: E402
 from harness import records  # noqa: E402
 from harness import keep_rule, locks, run_experiment  # noqa: E402
 from harness import process  # noqa: E402
@@ -291,6 +291,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
 def parser() -> argparse.ArgumentParser:
     """The options (harness/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths.add_target_option(p)
     p.add_argument("files", nargs="+", type=Path, help="candidate files (candidates/*.py); never modified")
     p.add_argument("--repeat", type=int, default=1, help="measure each file this many times (fairness)")
     p.add_argument("--desc", help="one desc for every member (default: each file's docstring, first line)")

@@ -11,10 +11,10 @@
 #
 # PLAN: one experiment a line, `candidate file | extra run_experiment args | description`, the file
 # relative to the target's folder (AUTO_OPTIM_GOALS's, else the repository);
-# blank lines and lines starting with '#' are skipped (experiments/*.plan). A line starting with
+# blank lines and lines starting with '#' are skipped (targets/*/plans/*.plan). A line starting with
 # `$ ` is a command run as it stands, from the repository (another preset's assets, a bench).
 # --mp4: afterwards, with the best keeper back in optimize.py, run the GPU-only test and decode
-# the benchmark latent to an mp4 (python -m model.to_mp4 --compare), reading the mp4 back.
+# the benchmark latent to an mp4 (targets/wan-vae/model/to_mp4.py --compare), reading the mp4 back.
 # PRESET=tiny runs the same steps at the tiny preset (a dry run of a plan on a CPU machine).
 #
 # A `$ ` command finds the plan's candidates, as they were when it started, under
@@ -33,7 +33,8 @@ out=${1:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
 plan=${2:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
 mp4=${3:-}
 mkdir -p "$out/recs"
-root=$(dirname "${AUTO_OPTIM_GOALS:-goals.json}")   # plan paths are relative to the target's folder
+# plan paths are relative to the target's folder: AUTO_OPTIM_GOALS's, else pyproject.toml's target
+root=$(python3 -c 'from harness import paths; print(paths.goals_path().parent)')
 export PYTHONUNBUFFERED=1
 log() { echo "[$(date +%T)] $*"; }
 
@@ -76,7 +77,7 @@ if [ "$mp4" = "--mp4" ]; then
   log "GPU-only tests"
   python3 scripts/gpu_check.py 2>&1 | tail -n 8
   log "decode to mp4"
-  python3 -m model.to_mp4 "assets/input_$preset.pt" --out /tmp/decode_full.mp4 --compare --force 2>&1 | tail -n 30
+  python3 "$root/model/to_mp4.py" "$root/assets/input_$preset.pt" --out /tmp/decode_full.mp4 --compare --force 2>&1 | tail -n 30
   python3 - <<'PY'
 import av
 with av.open("/tmp/decode_full.mp4") as c:

@@ -37,6 +37,8 @@ import torch.multiprocessing as mp
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from harness import target  # noqa: E402
+target.use("wan-vae")  # the worked example's packages by name (harness/target/)
 
 from _probe import psnr as psnr_and_max_abs  # noqa: E402
 from harness import _common  # noqa: E402
@@ -162,7 +164,7 @@ def main() -> int:
     p.add_argument("--slab-alone", action="store_true", help="also time one slab alone on one GPU")
     p.add_argument("--per-call", action="store_true", help="each timed call, with when each rank's launches were queued")
     p.add_argument("--profile", type=Path, metavar="DIR", help="profile one more call of each count into DIR")
-    p.add_argument("--candidate", type=Path, default=REPO / "optimize.py", help="the file measured (default: optimize.py)")
+    p.add_argument("--candidate", type=Path, default=REPO / "targets" / "wan-vae" / "optimize.py", help="the file measured (default: optimize.py)")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     counts = [int(n) for n in a.gpus.split(",")]

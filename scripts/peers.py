@@ -34,6 +34,8 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from harness import target  # noqa: E402
+target.use("wan-vae")  # the worked example's packages by name (harness/target/)
 from _probe import preset_shape  # noqa: E402
 from harness.memory_limit import Ballast, gb_argument  # noqa: E402
 from integrations import wan_dropin  # noqa: E402

@@ -27,6 +27,8 @@ from _probe import load_module, median_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from harness import target  # noqa: E402
+target.use("wan-vae")  # the worked example's packages by name (harness/target/)
 from model import LATENT_MEAN, LATENT_STD, WanVAE  # noqa: E402
 
 CL = torch.channels_last_3d
@@ -138,7 +140,7 @@ def split_variants(seen: collections.Counter) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--candidate", type=Path, default=ROOT / "optimize.py")
+    ap.add_argument("--candidate", type=Path, default=ROOT / "targets" / "wan-vae" / "optimize.py")
     ap.add_argument("--shape", type=int, nargs=5, default=[1, 48, 31, 44, 80])
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()

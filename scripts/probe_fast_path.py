@@ -16,6 +16,8 @@ import torch
 from _probe import psnr, wall_times
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from harness import target  # noqa: E402
+target.use("wan-vae")  # the worked example's packages by name (harness/target/)
 from model import load_vae  # noqa: E402
 
 

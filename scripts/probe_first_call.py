@@ -34,6 +34,8 @@ def one_case(benchmark: bool, candidate: str, limit: int | None = None) -> dict[
     """In this process: build the decoder and time its first two calls (limit: cuDNN's
     benchmark_limit, the engines its search tries a conv; None leaves torch's default)."""
     sys.path.insert(0, str(REPO))
+    from harness import target  # noqa: E402
+    target.use("wan-vae")  # the worked example's packages by name (harness/target/)
     import torch
 
     from harness import _common
@@ -100,7 +102,7 @@ def run_case(benchmark: bool, cache: str, candidate: Path, limit: int | None = N
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--candidate", type=Path, default=REPO / "optimize.py")
+    p.add_argument("--candidate", type=Path, default=REPO / "targets" / "wan-vae" / "optimize.py")
     p.add_argument("--out", type=Path)
     p.add_argument("--limits", type=int, nargs="*", default=[],
                    help="also warm-Triton cases with these cuDNN benchmark_limit values (torch's default: 10)")

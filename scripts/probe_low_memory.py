@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from harness import target  # noqa: E402
+target.use("wan-vae")  # the worked example's packages by name (harness/target/)
 from _probe import preset_shape  # noqa: E402
 from integrations.wan_dropin import OptimizedDecoder  # noqa: E402
 from model import load_vae  # noqa: E402

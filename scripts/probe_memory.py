@@ -48,11 +48,13 @@ def peak_breakdown(snapshot: dict, candidate: str) -> tuple[int, int, dict[str, 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--candidate", default=str(ROOT / "optimize.py"))
+    ap.add_argument("--candidate", default=str(ROOT / "targets" / "wan-vae" / "optimize.py"))
     ap.add_argument("--min-channels", type=int, nargs="+", help="default: the candidate's WINOGRAD_MIN_CHANNELS")
     ap.add_argument("--out")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
+    from harness import target  # noqa: E402
+    target.use("wan-vae")  # the worked example's packages by name (harness/target/)
     from model import load_vae
 
     m = load_module(Path(args.candidate))

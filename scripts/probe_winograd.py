@@ -89,6 +89,8 @@ def sweep_blocks(m, dev) -> list[str]:
 def decode_ab(mods: dict, dev, min_channels: list[int]) -> list[str]:
     """Whole decodes with synthetic weights: first call, median of 3, peak memory, PSNR."""
     sys.path.insert(0, str(ROOT))
+    from harness import target  # noqa: E402
+    target.use("wan-vae")  # the worked example's packages by name (harness/target/)
     from model import load_vae
     vae = load_vae("synthetic", device=dev)
     z = torch.randn(1, 48, 31, 44, 80, generator=torch.Generator().manual_seed(1234)).to(dev)
@@ -113,7 +115,7 @@ def decode_ab(mods: dict, dev, min_channels: list[int]) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--candidate", default=str(ROOT / "optimize.py"))
+    ap.add_argument("--candidate", default=str(ROOT / "targets" / "wan-vae" / "optimize.py"))
     ap.add_argument("--out")
     ap.add_argument("--against")
     ap.add_argument("--sweep", action="store_true")

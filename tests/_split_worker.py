@@ -22,14 +22,17 @@ import torch.distributed as dist
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
+VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
 sys.path[:0] = [str(REPO), str(TESTS)]
+from harness import target  # noqa: E402
 
+target.use(VAE)  # the worked example's packages by name (harness/target/)
 from integrations.split_decode import build_split_decoder  # noqa: E402
 from narrow_vae.target import load_model  # noqa: E402
 
 
 def load_optimize():
-    spec = importlib.util.spec_from_file_location("split_optimize", REPO / "optimize.py")
+    spec = importlib.util.spec_from_file_location("split_optimize", VAE / "optimize.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -35,11 +35,15 @@ from typing import Callable, Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
 TOY = Path(__file__).resolve().parent / "toy_target"
 NARROW = Path(__file__).resolve().parent / "narrow_vae"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 GOALS_ENV = "AUTO_OPTIM_GOALS"  # harness/_common.py's GOALS_ENV, without importing torch here
+from harness import target as _target  # noqa: E402 - stdlib only: no torch yet
+
+_target.use(VAE)  # `import model`, `from integrations import ...` in the tests: the worked example's
 # The record-signing key (harness/signing.py) of this test run: never the person's own.
 os.environ["AUTO_OPTIM_KEY_DIR"] = tempfile.mkdtemp(prefix="auto-optim-test-key-")
 # torch's OpenMP threads sleep when they run out of work instead of spinning for it first (GNU
@@ -246,7 +250,7 @@ def vae():
     ends (the decoder 2.2 GB, the encoder 0.6 GB)."""
     from harness import _common as C
 
-    with use(REPO):
+    with use(VAE):
         return C.load_adapter(C.load_goals()).load_model("cpu")
 
 
@@ -263,12 +267,13 @@ def make_vae_workspace(ws: Path, goals: dict, copy_code: bool = False) -> Path:
     harness/ linked (copied with copy_code: see `workspace`)."""
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "goals.json").write_text(json.dumps(goals, indent=1))
-    shutil.copy2(REPO / "optimize.py", ws / "optimize.py")
+    shutil.copy2(VAE / "optimize.py", ws / "optimize.py")
     for name in ("model", "integrations", "harness"):
+        source = REPO / name if name == "harness" else VAE / name
         if copy_code:
-            shutil.copytree(REPO / name, ws / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(source, ws / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
-            (ws / name).symlink_to(REPO / name, target_is_directory=True)
+            (ws / name).symlink_to(source, target_is_directory=True)
     return ws
 
 
@@ -276,7 +281,7 @@ def make_vae_workspace(ws: Path, goals: dict, copy_code: bool = False) -> Path:
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The full-width VAE. Its pool holds the one fresh (strict-fp32) input test_calibration's
     checks use (goals.json's 8 would cost seven more full-width decodes that no test here reads)."""
-    goals = json.loads((REPO / "goals.json").read_text())
+    goals = json.loads((VAE / "goals.json").read_text())
     goals["pool"] = {**goals["pool"], "size": 1}
     ws = make_vae_workspace(tmp_path_factory.mktemp("workspace"), goals, copy_code=True)
     make_assets(ws)  # in this process: this checkout's model and its synthetic-weights cache
@@ -299,7 +304,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def narrow_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """goals.json with the adapter narrow_vae.target (linked in): the real gate, presets and pool."""
-    goals = json.loads((REPO / "goals.json").read_text())
+    goals = json.loads((VAE / "goals.json").read_text())
     ws = make_vae_workspace(tmp_path_factory.mktemp("narrow_workspace"), goals | {"adapter": "narrow_vae.target"})
     (ws / "narrow_vae").symlink_to(NARROW, target_is_directory=True)
     make_assets(ws)

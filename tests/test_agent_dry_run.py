@@ -25,7 +25,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "claude_stub"))
-from scratch_repo import make_scratch_repo  # noqa: E402
+from scratch_repo import TARGET, make_scratch_repo  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (REPO / "harness" / "run_experiment.py").is_file(),
                                 reason="harness/run_experiment.py not present")
@@ -43,7 +43,7 @@ def agent_repo(tmp_path_factory, toy) -> tuple[Path, dict]:
 
 
 def hook(name: str, payload: dict, root: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(root / "harness" / "hooks" / name)], input=json.dumps(payload),
+    return subprocess.run([sys.executable, str(root / "agent" / "hooks" / name)], input=json.dumps(payload),
                           capture_output=True, text=True, env=env, timeout=30)
 
 
@@ -55,7 +55,7 @@ def payload(root: Path, session: str, event: str, **extra) -> dict:
 def test_one_loop_turn_as_the_agent(agent_repo):
     root, env = agent_repo
     session = str(uuid.uuid4())
-    cand = root / "optimize.py"
+    cand = root / TARGET / "optimize.py"
 
     # 1. the agent edits optimize.py: the guard lets the Edit through, then the edit happens
     text = cand.read_text()
@@ -86,17 +86,17 @@ def test_one_loop_turn_as_the_agent(agent_repo):
 
     # 4. it asks for the experiment and runs the door for real, outside the sandbox (the guard allows
     #    the exact string first)
-    (root / "request.json").write_text(json.dumps({"run": "experiment", "desc": "dry run: annotate info",
+    (root / TARGET / "request.json").write_text(json.dumps({"run": "experiment", "desc": "dry run: annotate info",
                                                    "preset": "tiny", "no_profile": True}))
     r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input={
         "command": "auto-optim-agent", "dangerouslyDisableSandbox": True}, tool_use_id="toolu_3"), root, env)
     assert r.returncode == 0, r.stderr
-    (root / "candidates").mkdir(exist_ok=True)
-    r = sh([sys.executable, str(root / "harness" / "door.py")], root / "candidates", env)  # the door ignores its cwd
+    (root / TARGET / "candidates").mkdir(exist_ok=True)
+    r = sh([sys.executable, str(root / "harness" / "door.py")], root / TARGET / "candidates", env)  # the door ignores its cwd
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
-    rows = (root / "results.tsv").read_text().strip().splitlines()
+    rows = (root / TARGET / "results.tsv").read_text().strip().splitlines()
     assert len(rows) == 3 and "baseline" in rows[1] and "dry run: annotate info" in rows[-1]  # header, baseline, it
-    assert not (root / "request.json").exists()  # consumed: never run twice
+    assert not (root / TARGET / "request.json").exists()  # consumed: never run twice
 
     # 5. now the turn may end (stop_hook_active: Claude is continuing after the earlier block)
     r = hook("stop_gate.py", payload(root, session, "Stop", stop_hook_active=True), root, env)

@@ -97,7 +97,7 @@ def test_apply_records_only_what_this_key_signed(ws: Path, tmp_path: Path):
 
 
 @pytest.mark.parametrize("change, field", [
-    ({"preset": "../../../harness/hooks/guard_frozen"}, "preset"),
+    ({"preset": "../../../agent/hooks/guard_frozen"}, "preset"),
     ({"preset": "full-but-not-in-goals"}, "preset"),
     ({"desc": "two\tcells"}, "desc"),
     ({"outcome": "keep"}, "outcome"),
@@ -117,7 +117,7 @@ def test_apply_checks_every_field_even_of_a_signed_record(ws: Path, tmp_path: Pa
     assert not list(ws.rglob("best_*")) and not (ws / "records").exists()
 
 
-@pytest.mark.parametrize("out", ["goals.json", "harness/hooks/guard_frozen.py", "harness/hooks/x.json",
+@pytest.mark.parametrize("out", ["goals.json", "harness/nofollow.py", "harness/x.json", "agent/hooks/x.json",
                                  "records/e001.json", "rec.txt", ".claude/settings.json", ".claude/settings.local.json",
                                  ".git/x.json", "targets/other/goals.json", "candidates/.mcp.json", "assets/x.json",
                                  "optimize.json"])
@@ -127,7 +127,7 @@ def test_record_out_never_overwrites_what_the_harness_trusts(ws: Path, out: str)
     (ws / ".claude").mkdir(exist_ok=True)
     (ws / ".claude" / "settings.json").write_text("{}")
     (ws / "optimize.json").write_text("{}")  # any file that exists: never written over
-    before = {p: p.read_bytes() for p in (ws / "goals.json", ws / "harness" / "hooks" / "guard_frozen.py",
+    before = {p: p.read_bytes() for p in (ws / "goals.json", ws / "harness" / "nofollow.py",
                                           ws / ".claude" / "settings.json", ws / "optimize.json")}
     reason = refused(ws, "--desc", "x", "--measure-only", "--record-out", str(ws / out))
     assert "--record-out" in reason

@@ -325,7 +325,7 @@ def build_decoder(model, example):
 
 
 def test_a_module_planted_at_the_root_does_not_run_in_the_worker(tmp_path: Path) -> None:
-    """The agent's attack, not a candidate's: the hook (harness/hooks/guard_frozen.py) refuses a
+    """The agent's attack, not a candidate's: the hook (agent/hooks/guard_frozen.py) refuses a
     harness command while the root holds a module that git does not track, but only when the
     command starts; a sandboxed shell of the agent's may write one a moment later. Through
     verify.py on a workspace with its own harness/ (its worker's working folder is the workspace)."""

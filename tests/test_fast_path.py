@@ -21,6 +21,7 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
+VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install triton)")
 # 5 latent frames: a first pass of 1 frame, then 3 and 1 with 3 frames a pass (so a history is
@@ -31,7 +32,7 @@ LATENT_SHAPE = (1, 48, 5, 1, 2)
 
 
 def load_optimize():
-    spec = importlib.util.spec_from_file_location("shipped_optimize", REPO / "optimize.py")
+    spec = importlib.util.spec_from_file_location("shipped_optimize", VAE / "optimize.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -60,7 +61,7 @@ def run_interpreted(*args: str) -> subprocess.CompletedProcess:
 
 @needs_triton
 def test_kernels_match_torch_oracles() -> None:
-    p = run_interpreted(str(REPO / "tests" / "_fast_kernels_check.py"), str(REPO / "optimize.py"))
+    p = run_interpreted(str(REPO / "tests" / "_fast_kernels_check.py"), str(VAE / "optimize.py"))
     assert p.returncode == 0 and "all kernels match" in p.stdout, p.stdout + p.stderr[-2000:]
     shipped = ["norm_silu bias=True", "residual_sum (normalized)", "subpixel_merge ft=2 first=True (normalized)",
                "frames_from_channels", "finish (head taps)", "residual_sum (normed only)",
@@ -77,8 +78,10 @@ def test_decode_through_kernels_matches_torch_path() -> None:
     code = f"""
 import importlib.util, sys, torch
 sys.path.insert(0, {str(REPO)!r})
+from harness import target
+target.use("wan-vae")
 from model import WanVAE
-spec = importlib.util.spec_from_file_location("opt", {str(REPO / "optimize.py")!r})
+spec = importlib.util.spec_from_file_location("opt", {str(VAE / "optimize.py")!r})
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 assert m._INTERPRET, "the kernels must run, not the torch fallbacks"
 torch.manual_seed(0)

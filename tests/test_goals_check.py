@@ -20,7 +20,8 @@ from harness import goals as G
 from harness import new_target, run_experiment, verify
 
 REPO = Path(__file__).resolve().parent.parent
-SHIPPED = {"vae": REPO / "goals.json", "llm": REPO / "targets" / "llm-decode" / "goals.json",
+VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
+SHIPPED = {"vae": VAE / "goals.json", "llm": REPO / "targets" / "llm-decode" / "goals.json",
            "toy": REPO / "tests" / "toy_target" / "goals.json"}
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-GUARD = Path(os.environ.get("AUTO_OPTIM_GUARD") or REPO / "harness" / "hooks" / "guard_frozen.py")
+GUARD = Path(os.environ.get("AUTO_OPTIM_GUARD") or REPO / "agent" / "hooks" / "guard_frozen.py")
 # What may run outside the sandbox: program -> the argv lists it may get.
 SHAPES = {"auto-optim-agent": [[]], "nvidia-smi": [[], ["-L"]]}
 SHADOWED = ("auto-optim-agent", "nvidia-smi", "python", "python3", "auto-optim")

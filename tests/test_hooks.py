@@ -1,4 +1,4 @@
-"""The Claude Code hooks (harness/hooks/) fed the JSON Claude Code sends them.
+"""The Claude Code hooks (agent/hooks/) fed the JSON Claude Code sends them.
 
 Each hook runs as Claude Code runs it: a subprocess with one JSON object on stdin and
 CLAUDE_PROJECT_DIR in its environment. Payload fields follow the hooks reference
@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-HOOKS = REPO / "harness" / "hooks"
+HOOKS = REPO / "agent" / "hooks"
+AGENT = REPO / "agent"  # policy.py
 COLUMNS = ["exp", "commit", "timestamp", "desc", "status", "median_s", "spread_s", "psnr_db", "max_abs",
            "speedup_vs_fp32", "gpu", "preset", "weights", "frozen_hash", "candidate_sha", "versions"]
 
@@ -492,21 +493,22 @@ def test_settings_json_wires_the_hooks():
     assert "name: model-optimizer" in front and "description:" in front
     tools = next(line for line in front.splitlines() if line.startswith("tools:"))
     assert "Write" not in tools and "NotebookEdit" not in tools
-    assert 'command: /usr/bin/python3 -I "$CLAUDE_PROJECT_DIR/harness/hooks/guard_frozen.py"' in front
+    assert 'command: /usr/bin/python3 -I "$CLAUDE_PROJECT_DIR/agent/hooks/guard_frozen.py"' in front
     assert (REPO / "CLAUDE.md").is_symlink() and os.readlink(REPO / "CLAUDE.md") == "AGENTS.md"
 
 
 def test_settings_json_denies_every_protected_path_and_requires_the_sandbox():
     """Deny rules refuse the file tools and, with the sandbox on, every shell write (bubblewrap):
     for every path the harness writes or trusts, of every target (_hooklib.protected_paths)."""
-    sys.path.insert(0, str(HOOKS))
-    from policy import protected_paths
+    from harness.paths import agent_policy
+    protected_paths = agent_policy().protected_paths
     s = json.loads((REPO / ".claude" / "settings.json").read_text())
     deny = set(s["permissions"]["deny"])
     paths = protected_paths(REPO)
-    assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "records", "AGENTS.md", ".venv", "progress",
-            "targets/llm-decode/progress", "integrations", "experiments"} <= set(paths)
-    assert "integrations/split_decode.py" in paths  # goals.json's "frozen"
+    assert {"targets/llm-decode/goals.json", "targets/llm-decode/llm", "targets/wan-vae/records", "AGENTS.md", ".venv",
+            "targets/wan-vae/progress", "targets/llm-decode/progress", "targets/wan-vae/integrations",
+            "targets/wan-vae/plans", "targets/llm-decode/plans"} <= set(paths)
+    assert "targets/wan-vae/integrations/split_decode.py" in paths  # goals.json's "frozen"
     assert {".gitignore", ".gitattributes", ".mcp.json", "targets/llm-decode/.gitignore", "targets/llm-decode/CLAUDE.md",
             "targets/llm-decode/.claude", "targets/llm-decode/.git", "pyproject.toml"} <= set(paths)
     for name in paths:  # denied by a rule of its own, or of a folder it is in
@@ -522,10 +524,10 @@ def test_settings_json_denies_every_protected_path_and_requires_the_sandbox():
 
 def test_settings_json_hides_every_targets_inputs_and_references():
     """The benchmark input's secret seed, the references and the pool: read only by the harness."""
-    sys.path.insert(0, str(HOOKS))
-    from policy import secret_paths
+    from harness.paths import agent_policy
+    secret_paths = agent_policy().secret_paths
     deny = set(json.loads((REPO / ".claude" / "settings.json").read_text())["permissions"]["deny"])
-    assert {"assets", "targets/llm-decode/assets"} <= set(secret_paths(REPO))
+    assert {"targets/wan-vae/assets", "targets/llm-decode/assets"} <= set(secret_paths(REPO))
     for name in secret_paths(REPO):
         assert f"Read(/{name}/**)" in deny, name
 

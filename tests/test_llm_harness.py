@@ -5,7 +5,7 @@ loophole, run_experiment's first run (the frozen fp32 eager baseline, then a CPU
 revert. Nothing in harness/ is told it is an LLM: the adapter's
 reference_for_output makes the session check every call along the call's own greedy path.
 
-The keeper is experiments/fp32_lean.py: the same fp32 greedy decode, one forward step per token
+The keeper is plans/fp32_lean.py: the same fp32 greedy decode, one forward step per token
 through a preallocated KV cache, as a lean loop over the weights (2-3x the baseline's rate at
 equal threads on a 2-core CPU, more where a second thread only adds contention).
 """
@@ -74,7 +74,7 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     # jitter, which at the shipped 8 tokens (~4 ms) could make its spread exceed its gain.
     goals["presets"]["tiny"].update(input_shape=[1, 1, 32], work_per_call=32)
     (ws / "goals.json").write_text(json.dumps(goals | {"adapter": "llm.target_tiny"}, indent=1))
-    shutil.copy2(ws / "experiments" / "fp32_lean.py", ws / "lean_keeper.py")
+    shutil.copy2(ws / "plans" / "fp32_lean.py", ws / "lean_keeper.py")
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(cmd, cwd=ws, check=True)
@@ -88,7 +88,7 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     # between the baseline's session and the keeper's by as much, so a revert gets a second (and
     # a third) comparison, each a new baseline measured right before the keeper.
     for attempt in range(3):
-        rc, f, out = cli(ws, "harness/run_experiment.py", "--candidate", str(ws / "experiments" / "fp32_lean.py"),
+        rc, f, out = cli(ws, "harness/run_experiment.py", "--candidate", str(ws / "plans" / "fp32_lean.py"),
                          "--desc", "lean fp32 loop", "--no-profile", *(["--rebaseline"] if attempt else []))
         if f.get("status") == "keep":
             break

@@ -23,8 +23,9 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET = REPO / "targets" / "llm-decode"
-if str(TARGET) not in sys.path:
-    sys.path.insert(0, str(TARGET))  # as the harness does with the goals file's folder
+from harness import target  # noqa: E402
+
+target.use(TARGET)  # its packages by name, as the harness loads them (harness/target/)
 
 from llm import target_tiny as T  # noqa: E402
 from llm._adapter import LLMTarget  # noqa: E402
@@ -35,7 +36,7 @@ from llm.weights import BIAS_STD, QUERY_GAIN, fill_uniform_  # noqa: E402
 GOALS = json.loads((TARGET / "goals.json").read_text())
 GATE = GOALS["gate"]
 TINY_SHAPE = GOALS["presets"]["tiny"]["input_shape"]
-KEEPERS = sorted((TARGET / "experiments").glob("*.py"))
+KEEPERS = sorted((TARGET / "plans").glob("*.py"))
 
 
 def load_candidate(path: Path):
@@ -78,7 +79,7 @@ def refs(model: torch.nn.Module) -> dict[int, torch.Tensor]:
 # --- goals.json -------------------------------------------------------------------------------
 
 def test_goals_file_names_the_interface() -> None:
-    top = json.loads((REPO / "goals.json").read_text())
+    top = json.loads((REPO / "targets" / "wan-vae" / "goals.json").read_text())
     for key in ("target", "description", "adapter", "candidate", "build_fn", "presets",
                 "metric", "gate", "pool", "noise_threshold", "stop_rule", "timeouts"):
         assert key in GOALS, key
@@ -323,7 +324,7 @@ def test_teacher_forcing_fails_and_greedy_decoding_passes(model: torch.nn.Module
 
 
 def test_baseline_candidate_is_the_reference_exactly(refs: dict[int, torch.Tensor]) -> None:
-    outs = run_candidate(TARGET / "experiments" / "fp32_eager.py", [1, 2, 1])
+    outs = run_candidate(TARGET / "plans" / "fp32_eager.py", [1, 2, 1])
     assert torch.equal(outs[0], refs[1]) and torch.equal(outs[1], refs[2]) and torch.equal(outs[2], refs[1])
 
 
@@ -359,10 +360,10 @@ def test_compiled_prefill_and_step_have_no_graph_break(model: torch.nn.Module) -
 def test_lean_keeper_is_the_reference_within_rounding(refs: dict[int, torch.Tensor]) -> None:
     """The CPU keeper (CI's) is the same fp32 computation: its tokens are the reference's and its
     logits agree to fp32 rounding, for a batch of two as well."""
-    out = run_candidate(TARGET / "experiments" / "fp32_lean.py", [1])[0]
+    out = run_candidate(TARGET / "plans" / "fp32_lean.py", [1])[0]
     assert torch.equal(out.argmax(-1), refs[1].argmax(-1))
     torch.testing.assert_close(out, refs[1], rtol=0, atol=1e-4)
     shape = [2, *TINY_SHAPE[1:]]
     x = T.make_input(shape, 3)
-    out = run_candidate(TARGET / "experiments" / "fp32_lean.py", [3], shape)[0]
+    out = run_candidate(TARGET / "plans" / "fp32_lean.py", [3], shape)[0]
     torch.testing.assert_close(out, T.reference(T.load_model("cpu"), x), rtol=0, atol=1e-4)

@@ -16,13 +16,14 @@ from harness import _common as C, make_latent, make_reference
 from model.clip import render_synthetic_clip
 
 REPO = Path(__file__).resolve().parent.parent
+VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
 
 
 @pytest.fixture
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty workspace (no assets) with AUTO_OPTIM_GOALS pointing at it."""
-    shutil.copy2(REPO / "goals.json", tmp_path / "goals.json")
-    (tmp_path / "model").symlink_to(REPO / "model", target_is_directory=True)
+    shutil.copy2(VAE / "goals.json", tmp_path / "goals.json")
+    (tmp_path / "model").symlink_to(VAE / "model", target_is_directory=True)
     (tmp_path / "assets").mkdir()
     monkeypatch.setenv(C.GOALS_ENV, str(tmp_path / "goals.json"))
     return tmp_path

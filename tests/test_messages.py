@@ -17,6 +17,7 @@ from harness.goals import parse
 from harness.run_experiment import strip_title
 
 REPO = Path(__file__).resolve().parent.parent
+VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
 CPU, GPU = "CPU (x86_64, 2 cores)", "NVIDIA H100 80GB HBM3"
 
 
@@ -32,7 +33,7 @@ def target(tmp_path: Path, which: str) -> Path:
         return tmp_path / "targets" / "demo"
     folder = tmp_path / which
     folder.mkdir()
-    shutil.copy(REPO / ("goals.json" if which == "vae" else "targets/llm-decode/goals.json"), folder / "goals.json")
+    shutil.copy(REPO / "targets" / ("wan-vae" if which == "vae" else "llm-decode") / "goals.json", folder / "goals.json")
     return folder
 
 
@@ -59,7 +60,10 @@ def test_the_next_step_depends_on_target_device_and_outcome(tmp_path: Path) -> N
     assert "still new_target.py's stand-in" in stand_in and "README.md in demo/" in stand_in, stand_in
     cpu = next_step(llm, result("keep"))
     assert cpu.startswith("On a CPU the tiny preset") and "AUTO_OPTIM_GOALS=" in cpu and "llm/goals.json" in cpu, cpu
-    assert "AUTO_OPTIM_GOALS" not in next_step(REPO, result("keep"))  # the repository's own goals.json: no variable
+    default = next_step(REPO / "targets" / "wan-vae", result("keep"))  # pyproject.toml's target: no option, no variable
+    assert "AUTO_OPTIM_GOALS" not in default and "--target" not in default, default
+    other = next_step(REPO / "targets" / "llm-decode", result("keep"))  # another of targets/: named by --target
+    assert "AUTO_OPTIM_GOALS" not in other and "run_experiment.py --target llm-decode --desc" in other, other
     assert next_step(vae, result("revert", GPU)).startswith("Next: read the keeper's profile")
 
 
@@ -67,7 +71,7 @@ def test_the_timing_line_never_judges_what_the_verdict_judges(tmp_path: Path) ->
     """Issue 43: one block printed "within the noise: the timed calls spread more than the two
     medians differ" and "kept: faster than e119 by 11.3% ... beyond the 1% noise threshold". The
     timing line states figures; only the verdict says whether it is a gain."""
-    goals = parse(json.loads((REPO / "goals.json").read_text()), REPO / "goals.json", complete=True)
+    goals = parse(json.loads((VAE / "goals.json").read_text()), VAE / "goals.json", complete=True)
     base = {"exp": "e119", "median_s": "5.0", "spread_s": "3.9", "status": "baseline"}
     for status in ("keep", "revert", "inconclusive"):
         r = result(status, median_s=4.5, spread_s=3.5, quality=89.6, speedup_vs_fp32=1.11)

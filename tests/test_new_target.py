@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,29 +37,31 @@ def cli(repo: Path, *args: str, goals: str | None = None) -> tuple[int, dict, st
 def test_scaffold_to_a_baseline_and_a_keeper(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
-    (repo / "harness").symlink_to(REPO / "harness", target_is_directory=True)
+    shutil.copytree(REPO / "harness", repo / "harness", ignore=shutil.ignore_patterns("__pycache__"))  # its targets/: repo's
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
 
     rc, f, out = cli(repo, "harness/new_target.py", "demo")
     assert rc == 0 and f["goals"] == "targets/demo/goals.json", out
     target = repo / "targets" / "demo"
-    assert {p.name for p in target.iterdir()} == {"goals.json", "optimize.py", "demo_model", "README.md", ".gitignore"}
+    assert {p.name for p in target.iterdir()} == {"goals.json", "optimize.py", "demo_model", "README.md", ".gitignore",
+                                                  "candidates", "results.tsv", "records", "runs", "profiles", "quality",
+                                                  "progress", "PROGRESS.md"}  # all the harness and the hooks expect
+    assert (target / "results.tsv").read_text() == R.HEADER
     rc, f, out = cli(repo, "harness/new_target.py", "demo")
     assert rc == 2 and "exists" in out and len(out.strip().splitlines()) == 1, out  # nothing written over
 
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-qm", "target demo"], cwd=repo, check=True)
-    goals = "targets/demo/goals.json"
-    rc, f, out = cli(repo, "harness/prepare.py", goals=goals)
+    rc, f, out = cli(repo, "harness/prepare.py", "--target", "demo")  # as its README says
     assert rc == 0 and "clip" not in out, out
-    rc, f, out = cli(repo, "harness/run_experiment.py", "--desc", "first run", "--no-profile", goals=goals)
+    rc, f, out = cli(repo, "harness/run_experiment.py", "--target", "demo", "--desc", "first run", "--no-profile")
     assert rc == 0 and f["exps"] == ["e001", "e002"], out  # the baseline, then the scaffold's optimize.py
 
     (target / "optimize.py").write_text(BATCHED)
     for attempt in range(3):  # a shared CPU's load can swamp one comparison: then a fresh baseline beside it
-        rc, f, out = cli(repo, "harness/run_experiment.py", "--desc", "batched", "--no-profile",
-                         *(["--rebaseline"] if attempt else []), goals=goals)
+        rc, f, out = cli(repo, "harness/run_experiment.py", "--target=demo", "--desc", "batched", "--no-profile",
+                         *(["--rebaseline"] if attempt else []))
         if f.get("status") == "keep":
             break
     assert rc == 0 and f["status"] == "keep", out

@@ -1,4 +1,4 @@
-"""harness/hooks/nofollow.py: the files the agent can replace are read and written without following a
+"""harness/nofollow.py: the files the agent can replace are read and written without following a
 link anywhere on their path, and only as plain files (one link, a size cap)."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "harness" / "hooks"))
-import nofollow  # noqa: E402
+from harness import nofollow  # noqa: E402
 
 
 @pytest.fixture

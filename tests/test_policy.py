@@ -1,4 +1,4 @@
-"""harness/hooks/policy.py, the one source of what the agent may do: .claude/settings.json is made from
+"""agent/policy.py, the one source of what the agent may do: .claude/settings.json is made from
 it (and committed as made), a scaffolded target is covered with no hand edit, and configuration
 names are recognised in any folder."""
 
@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "harness" / "hooks"))
-import policy  # noqa: E402
+VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
+from harness.paths import agent_policy  # noqa: E402
+
+policy = agent_policy()
 
 
 def test_the_committed_settings_are_the_generated_ones():
@@ -33,8 +35,9 @@ def test_every_target_folder_is_protected_literally():
         for name in policy.CONFIG_FOLDERS:
             assert f"Edit(/{folder}{name}/**)" in deny, folder + name
     assert {"Edit(**/CLAUDE.md)", "Edit(**/.gitattributes)", "Edit(**/.claude/**)"} <= set(deny)
-    assert {"Edit(/targets/llm-decode/goals.json)", "Edit(/targets/llm-decode/records/**)", "Edit(/model/**)"} <= set(deny)
-    assert "Edit(request.json)" in s["permissions"]["allow"] and len(deny) == len(set(deny))
+    assert {"Edit(/targets/llm-decode/goals.json)", "Edit(/targets/llm-decode/records/**)",
+            "Edit(/targets/wan-vae/model/**)", "Edit(/targets/wan-vae/plans/**)", "Edit(/targets/wan-vae/integrations/**)"} <= set(deny)
+    assert "Edit(/targets/wan-vae/request.json)" in s["permissions"]["allow"] and len(deny) == len(set(deny))
     # no literal rule under a folder that may not exist (Claude Code would make it a read-only folder)
     assert not [r for r in deny if "/candidates/" in r]
 
@@ -66,13 +69,15 @@ def test_a_scaffolded_target_is_protected_with_no_hand_edit(tmp_path: Path):
     project = tmp_path / "project"
     project.mkdir()
     shutil.copytree(REPO / "harness", project / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "agent", project / "agent", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / ".claude", project / ".claude")
-    shutil.copy(REPO / "goals.json", project / "goals.json")
+    shutil.copy(REPO / "pyproject.toml", project / "pyproject.toml")
+    (project / "targets" / "wan-vae").mkdir(parents=True)
+    shutil.copy(VAE / "goals.json", project / "targets" / "wan-vae" / "goals.json")
     before = (project / ".claude" / "settings.json").read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "AUTO_OPTIM_GOALS"))}
-    p = subprocess.run([sys.executable, str(project / "harness" / "new_target.py"), "third", "--dir",
-                        str(project / "targets" / "third")], cwd=project, env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, str(project / "harness" / "new_target.py"), "third"], cwd=project, env=env,
+                       capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     after = (project / ".claude" / "settings.json").read_text()
     assert after != before and after == policy.settings_text(project)
@@ -82,7 +87,7 @@ def test_a_scaffolded_target_is_protected_with_no_hand_edit(tmp_path: Path):
                  "Edit(/targets/third/CLAUDE.md)", "Edit(/targets/third/.gitattributes)",
                  "Read(/targets/third/assets/**)"):
         assert rule in deny, rule
-    hook = subprocess.run([sys.executable, str(project / "harness" / "hooks" / "guard_frozen.py")],
+    hook = subprocess.run([sys.executable, str(project / "agent" / "hooks" / "guard_frozen.py")],
                           input=json.dumps({"tool_name": "Write", "cwd": str(project), "tool_input": {
                               "file_path": str(project / "targets" / "third" / "candidates" / "CLAUDE.md")}}),
                           env={**env, "CLAUDE_PROJECT_DIR": str(project)}, capture_output=True, text=True, timeout=30)

@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import io
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -194,6 +195,10 @@ def test_flow(tmp_path: Path) -> None:
     # The first run on a machine: the frozen model's fp32 eager baseline, then optimize.py against it.
     rc, f, out = run_here(ws, "--desc", "first run")
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "keep", out
+    phases = [re.sub(r"^\[ *[\d.]+ s\] ", "", ln) for ln in out.splitlines() if re.match(r"\[ *[\d.]+ s\] ", ln)]
+    want = ["starting the workers", "building and warming up the candidate", "building and warming up the keeper",
+            *(f"measured pair {n}/" for n in range(1, 7)), "profiling the keeper-to-be"]  # one line a phase, in order
+    assert len(phases) == len(want) and all(p.startswith(w) for p, w in zip(phases, want)), phases
     grows()
     assert [r["status"] for r in rows(ws)] == ["baseline", "keep"]
     assert float(rows(ws)[1]["speedup_vs_fp32"]) > 1.5 and rows(ws)[0]["sandbox"].startswith("bwrap")
@@ -327,7 +332,7 @@ def test_code_goals_names_frozen_is_in_the_frozen_hash(tmp_path: Path) -> None:
             (ws / "goals.json").write_text(json.dumps(goals | {"frozen": bad}))
             with pytest.raises(C.SetupError, match=f"frozen .*{why}"):
                 C.load_goals()
-    repo_goals = Path(__file__).resolve().parent.parent / "goals.json"
+    repo_goals = Path(__file__).resolve().parent.parent / "targets" / "wan-vae" / "goals.json"
     assert "integrations/split_decode.py" in json.loads(repo_goals.read_text())["frozen"]
 
 

@@ -22,6 +22,7 @@ from harness import verify
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"
 REPO = HERE.parent
+VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
 
 
 def run_verify(ws: Path, *args: str) -> subprocess.CompletedProcess:
@@ -83,9 +84,9 @@ def test_cli_shipped_optimize_passes(narrow_workspace: Path) -> None:
 
 
 def test_cli_missing_assets_exit_2(tmp_path: Path) -> None:
-    shutil.copy2(REPO / "goals.json", tmp_path / "goals.json")
-    shutil.copy2(REPO / "optimize.py", tmp_path / "optimize.py")
-    (tmp_path / "model").symlink_to(REPO / "model", target_is_directory=True)
+    shutil.copy2(VAE / "goals.json", tmp_path / "goals.json")
+    shutil.copy2(VAE / "optimize.py", tmp_path / "optimize.py")
+    (tmp_path / "model").symlink_to(VAE / "model", target_is_directory=True)
     r = run_verify(tmp_path)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "harness/prepare.py" in r.stderr

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NARROW, REPO, TOY, make_vae_workspace, use
+from conftest import NARROW, REPO, TOY, VAE, make_vae_workspace, use
 from harness import _common, process, records, run_experiment
 from harness.session import Session
 
@@ -34,7 +34,7 @@ def group_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The narrow VAE's workspace (goals.json as the repository's) with the 2-rank preset's assets."""
     from harness import make_latent, make_reference
 
-    goals = json.loads((REPO / "goals.json").read_text())
+    goals = json.loads((VAE / "goals.json").read_text())
     ws = make_vae_workspace(tmp_path_factory.mktemp("group") / "ws", goals | {"adapter": "narrow_vae.target"})
     (ws / "narrow_vae").symlink_to(NARROW, target_is_directory=True)
     with use(ws):

@@ -10,7 +10,7 @@ or copied from a toy workspace that has them (tests/conftest.py's `toy` fixture:
 and adapter, so the same assets, and two interpreter starts fewer).
 
 Its .claude/settings.json is made as a person makes it after retargeting (`auto-optim settings`:
-harness/hooks/policy.py, from the copy's own goals.json), and install_entry_points() stands for
+agent/policy.py, from the copy's own goals.json), and install_entry_points() stands for
 `pip install -e` of the copy: the console scripts pyproject.toml names, in a folder outside it that
 the test puts first on PATH, so `auto-optim-agent` serves this copy and not the main checkout.
 """
@@ -28,8 +28,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
 TOY = REPO / "tests" / "toy_target"
-COPY = [REPO / "harness", REPO / ".claude", REPO / "AGENTS.md", REPO / "program.md", REPO / "PROGRESS.md",
-        REPO / ".gitignore", REPO / "pyproject.toml", REPO / "candidates", TOY / "goals.json", TOY / "toymodel"]
+COPY = [REPO / "harness", REPO / "agent", REPO / ".claude", REPO / "AGENTS.md", REPO / "program.md", REPO / ".gitignore", REPO / "pyproject.toml"]
+# The copy's one target, the default its pyproject.toml names: the toy's goals.json and adapter package,
+# with the worked example's journal and candidates/ folder.
+TARGET = Path("targets") / "toy"
+TARGET_COPY = [REPO / "targets" / "wan-vae" / "PROGRESS.md", REPO / "targets" / "wan-vae" / "candidates", TOY / "goals.json",
+               TOY / "toymodel"]
 # The frozen toy model sleeps TOY_DELAY_S a call, which its fp32 eager baseline pays in full; this
 # candidate sleeps less, so the experiments the tests run are keepers by construction.
 DELAY_S = "0.3"
@@ -51,7 +55,7 @@ GIT_ID = {"GIT_AUTHOR_NAME": "scratch", "GIT_AUTHOR_EMAIL": "scratch@example.com
 def harness_env(root: Path) -> dict:
     """The environment the harness runs in: this copy's goals.json, CPU only, no .pyc in the tree."""
     env = {k: v for k, v in os.environ.items() if k != "AUTO_OPTIM_KEY_DIR"}  # the key where settings.json hides it
-    env.update(GIT_ID, AUTO_OPTIM_GOALS=str(root / "goals.json"), CLAUDE_PROJECT_DIR=str(root),
+    env.update(GIT_ID, AUTO_OPTIM_GOALS=str(root / TARGET / "goals.json"), CLAUDE_PROJECT_DIR=str(root),
                PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="", TOY_DELAY_S=DELAY_S)
     return env
 
@@ -59,7 +63,7 @@ def harness_env(root: Path) -> dict:
 def write_settings(root: Path) -> None:
     """.claude/settings.json for the copy as it stands (its targets, adapter and frozen code), from its
     own policy module; a checkout without one (before issue 40) gets the toy's deny rules added by hand."""
-    policy_file = root / "harness" / "hooks" / "policy.py"
+    policy_file = root / "agent" / "policy.py"
     if policy_file.is_file():
         spec = importlib.util.spec_from_file_location("scratch_policy", policy_file)
         policy = importlib.util.module_from_spec(spec)
@@ -68,7 +72,7 @@ def write_settings(root: Path) -> None:
         return
     settings = json.loads((root / ".claude" / "settings.json").read_text())
     deny = settings["permissions"]["deny"]
-    deny += [rule for rule in ("Edit(/toymodel/**)", "Edit(/split.py)") if rule not in deny]
+    deny += [rule for rule in (f"Edit(/{TARGET}/toymodel/**)", f"Edit(/{TARGET}/split.py)") if rule not in deny]
     (root / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2))
 
 
@@ -98,28 +102,32 @@ def make_scratch_repo(root: Path, assets_from: Path | None = None) -> dict:
     """Fill the empty folder `root`; return the harness environment for it. `assets_from`: a toy
     workspace's assets/ to copy instead of making them."""
     root.mkdir(parents=True, exist_ok=True)
-    for src in COPY:
+    target = root / TARGET
+    target.mkdir(parents=True)
+    for src, into in [*((s, root) for s in COPY), *((s, target) for s in TARGET_COPY)]:
         if src.is_dir():
-            shutil.copytree(src, root / src.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(src, into / src.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         elif src.exists():
-            shutil.copy2(src, root / src.name)
+            shutil.copy2(src, into / src.name)
+    pyproject = (root / "pyproject.toml").read_text()
+    (root / "pyproject.toml").write_text(pyproject.replace('target = "wan-vae"', f'target = "{TARGET.name}"'))
     (root / "CLAUDE.md").symlink_to("AGENTS.md")
     # Retargeted: the toy's adapter package is protected as model/ is, and so is the code its
     # goals.json names "frozen" (split.py, as the VAE's names its split decode): a person adds
     # their deny rules (_hooklib.protected_paths lists both).
-    (root / "split.py").write_text("# code the adapter would run, frozen by goals.json\n")
-    goals = json.loads((root / "goals.json").read_text())
-    (root / "goals.json").write_text(json.dumps(goals | {"frozen": ["split.py"]}, indent=2))
+    (target / "split.py").write_text("# code the adapter would run, frozen by goals.json\n")
+    goals = json.loads((target / "goals.json").read_text())
+    (target / "goals.json").write_text(json.dumps(goals | {"frozen": ["split.py"]}, indent=2))
     write_settings(root)
-    (root / "optimize.py").write_text(CANDIDATE)
+    (target / "optimize.py").write_text(CANDIDATE)
     env = harness_env(root)
     make = [[sys.executable, "harness/make_latent.py", "--preset", "tiny", "--seeded"],
             [sys.executable, "harness/make_reference.py", "--preset", "tiny", "--device", "cpu"]]
     if assets_from is not None:
-        shutil.copytree(assets_from, root / "assets")
+        shutil.copytree(assets_from, target / "assets")
         make = []
     else:
-        (root / "assets").mkdir(exist_ok=True)
+        (target / "assets").mkdir(exist_ok=True)
     for cmd in (*make, ["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "scratch start"]):
         r = run(cmd, root, env)
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
