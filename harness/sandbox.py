@@ -116,6 +116,7 @@ RESIDUAL = (
     "uid 0 inside is the harness's uid outside: files the view shows that only that user may read, it reads",
     "a candidate in a folder of its own with helper modules sees that folder (a keeper, whose record holds one "
     "file, does not)",
+    "a root module that a keeper's recorded source imports is today's file, not the one it was measured with",
 )
 
 
@@ -172,7 +173,8 @@ class Policy:
                   "alike; the same module name, working folder, command line and environment for both",
                   "  interpreter: isolated (python -I -B -u harness/worker.py): no working folder, script folder, "
                   "PYTHONPATH or user site on sys.path before the walls; the harness imported from its folder; of the "
-                  "project root only the frozen code's top-level names (the adapter's package, goals.json frozen)",
+                  "project root only the top-level names of the frozen code (the adapter's package, goals.json frozen) "
+                  "and of the root modules the candidate's source imports, with what they import",
                   f"  kernel bounds (harness/cgroup.py, where this machine has them): a freezer, a memory bound, at most "
                   f"{self.tasks} tasks (pids.max)"]
         lines += ["  system calls (harness/seccomp.py):", f"    refused: {', '.join(seccomp.refused())}",

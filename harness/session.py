@@ -174,7 +174,7 @@ class Session(Measuring):
             "goals_path": str(_common.goals_path()), "device": self.device,
             "candidate": worker_process.candidate_path(self.goals, scratch),
             "candidate_home": None if (home := worker_process.candidate_home(self.candidate)) is None else str(home),
-            "project_names": sorted(worker_process.frozen_names(self.goals)),
+            "project_names": sorted(worker_process.project_names(self.goals, self.source)),
             "source": self.source.decode(), "input": self.inp.spec(), "output": self.out.spec(), "ranks": self.ranks,
             "landlock": {"readable": self.policy.readable(), "listable": list(self.policy.masked),
                          "hidden": list(self.policy.hidden), "writable": list(self.policy.writable)}

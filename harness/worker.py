@@ -9,8 +9,9 @@ usercustomize.py) is imported before the walls are up. The harness package is im
 file's own folder by path (`_harness_from_its_folder`), the project root kept off sys.path; the
 environment's absolute PYTHONPATH folders outside the project come back after Landlock
 (`_import_path_after_walls`). The project root never goes on sys.path: of its top-level modules
-and packages only the frozen code's are importable (`ProjectFinder`: the adapter's package and
-those of goals.json "frozen"), so a module planted there under a name that torch or a library
+and packages only the frozen code's are importable (`ProjectFinder`: the adapter's package,
+those of goals.json "frozen", the root modules the candidate's source imports, and what these
+import: harness/worker_process.py project_names), so a module planted there under a name that torch or a library
 tries and does not find (opt_einsum, dill, pynvml, ...) is not imported, in a keeper's worker
 or a candidate's. The candidate's own folder (`candidate_home`, a folder of its own holding its
 helpers) is importable as a script's is.

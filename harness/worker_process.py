@@ -191,7 +191,14 @@ def candidate_path(goals: Any, scratch: str) -> str:
     return str(Path(scratch) / "candidate" / Path(goals["candidate"]).name)
 
 
-def frozen_names(goals: Any, root: Path | None = None) -> set[str]:
+def project_names(goals: Any, source: bytes) -> set[str]:
+    """frozen_names, and the root's modules and packages the candidate's source imports (a
+    candidate's helpers kept at the root, tracked by git: the hook refuses untracked ones), with
+    what they import: the names ProjectFinder gives a worker of this candidate."""
+    return frozen_names(goals, seed=_imported_tops(source))
+
+
+def frozen_names(goals: Any, root: Path | None = None, seed: set[str] = frozenset()) -> set[str]:
     """The top-level names of the project's code a worker imports from the project root: the
     adapter's package, the top folder or module of each goals.json "frozen" file, and every
     package or module at the root that those import, followed from import to import (read from
@@ -201,6 +208,7 @@ def frozen_names(goals: Any, root: Path | None = None) -> set[str]:
     (torch tries opt_einsum, dill, pynvml, ...) is never imported."""
     root = root or _common.root()
     names = {str(goals["adapter"]).split(".")[0]}
+    names |= {n for n in seed if (root / n / "__init__.py").is_file() or (root / f"{n}.py").is_file()} - {HARNESS.name}
     for path in goals.get("frozen", ()):
         first = Path(path).parts[0]
         names.add(first[:-3] if first.endswith(".py") else first)
@@ -215,10 +223,10 @@ def frozen_names(goals: Any, root: Path | None = None) -> set[str]:
     return names
 
 
-def _imported_tops(path: Path) -> set[str]:
-    """The top-level names a Python file imports absolutely (none where it cannot be read or parsed)."""
+def _imported_tops(path: Path | bytes) -> set[str]:
+    """The top-level names a Python file (or source) imports absolutely (none where it cannot be read or parsed)."""
     try:
-        tree = ast.parse(path.read_bytes())
+        tree = ast.parse(path if isinstance(path, bytes) else path.read_bytes())
     except (OSError, SyntaxError, ValueError):
         return set()
     out = set()
@@ -256,7 +264,10 @@ def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, sc
     the host's. What it may write: its scratch folder and its devices. Its environment. Of the
     host's GPUs, those given."""
     projects = [HARNESS.parent, _common.root()]
-    names = frozen_names(goals) | {HARNESS.name}
+    try:
+        names = project_names(goals, candidate.read_bytes()) | {HARNESS.name}
+    except OSError:
+        names = frozen_names(goals) | {HARNESS.name}
     code = [e for top in projects for e in sorted(top.iterdir())
             if (e.suffix == ".py" and e.stem in names) or ((e / "__init__.py").is_file() and e.name in names)]
     home = candidate_home(candidate)  # importable, as a script's folder is (a project's: its code above)
