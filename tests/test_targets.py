@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,22 +39,34 @@ def test_target_option_selects_a_target_and_refuses_an_unknown_one(monkeypatch: 
 
 
 def test_only_a_targets_packages_import_by_name(tmp_path: Path) -> None:
-    """A package at the top of the target's folder imports by name; a module file there (optimize.py,
-    a planted torch.py) never does, and a planted package named as an installed or standard module
-    never replaces it: the finder is asked after the interpreter's own."""
+    """The packages goals.json declares (the adapter's, the frozen code's) import by name, ahead of an
+    installed module of the same name (a GPU image's top-level `model` hid the VAE's adapter:
+    "adapter module model.target not found"); a module file there (optimize.py, a planted torch.py)
+    and a planted package goals.json does not declare (numpy/, colorsys/) never do."""
     folder = tmp_path / "targets" / "planted"
-    (folder / "planted_pkg_e42").mkdir(parents=True)
-    (folder / "planted_pkg_e42" / "__init__.py").write_text("WHERE = 'target'\n")
+    for name in ("planted_pkg_e42", "planted_frozen_e42"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "__init__.py").write_text(f"WHERE = 'target {name}'\n")
+    (folder / "goals.json").write_text(json.dumps({"adapter": "planted_pkg_e42.target",
+                                                    "frozen": ["planted_frozen_e42/split.py"]}))
     (folder / "planted_mod_e42.py").write_text("raise SystemExit('planted module imported')\n")
     (folder / "torch.py").write_text("raise SystemExit('planted torch imported')\n")
-    for name in ("colorsys", "numpy"):  # a standard module and an installed one, as packages of the target
+    for name in ("colorsys", "numpy"):  # a standard module and an installed one, as undeclared packages
         (folder / name).mkdir()
         (folder / name / "__init__.py").write_text("raise SystemExit('planted package imported')\n")
-    assert set(target.packages(folder)) == {"planted_pkg_e42", "colorsys", "numpy"}
-    assert importlib.util.find_spec("planted_pkg_e42") is None
-    target.use(folder)
-    assert importlib.import_module("planted_pkg_e42").WHERE == "target"
-    assert importlib.util.find_spec("planted_mod_e42") is None
-    for name in ("torch", "colorsys", "numpy"):
-        spec = importlib.util.find_spec(name)
-        assert spec is not None and not Path(spec.origin).is_relative_to(tmp_path), (name, spec.origin)
+    installed = tmp_path / "site"  # an installed package named like the target's adapter package
+    (installed / "planted_pkg_e42").mkdir(parents=True)
+    (installed / "planted_pkg_e42" / "__init__.py").write_text("WHERE = 'installed'\n")
+    sys.path.append(str(installed))
+    try:
+        assert set(target.packages(folder)) == {"planted_pkg_e42", "planted_frozen_e42"}
+        assert importlib.util.find_spec("planted_frozen_e42") is None
+        target.use(folder)
+        assert importlib.import_module("planted_pkg_e42").WHERE == "target planted_pkg_e42"
+        assert importlib.import_module("planted_frozen_e42").WHERE == "target planted_frozen_e42"
+        assert importlib.util.find_spec("planted_mod_e42") is None
+        for name in ("torch", "colorsys", "numpy"):
+            spec = importlib.util.find_spec(name)
+            assert spec is not None and not Path(spec.origin).is_relative_to(tmp_path), (name, spec.origin)
+    finally:
+        sys.path.remove(str(installed))

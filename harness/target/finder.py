@@ -1,14 +1,17 @@
-"""A target's top-level packages importable by name, with no sys.path edit: use(target) maps the
-names of the folders that hold an __init__.py directly in the target's folder (model, integrations;
-llm) to that folder, and nothing else. Its other files (optimize.py, a planted torch.py) are never
-importable through it, and it is asked last (after the interpreter's own finders), so an installed
-module or the standard library is never replaced by a folder the agent can write.
+"""A target's own packages importable by name, with no sys.path edit: use(target) maps the packages
+its goals.json declares (the adapter's package, and the top folders of the code it names "frozen":
+model, integrations; llm) to the target's folder, and nothing else. The person writes goals.json and
+the agent may edit none of those packages (agent/policy.py), so the finder is asked first: an
+installed module of the same name (a GPU image ships a top-level `model`) never replaces the
+target's. Anything else in the folder (optimize.py, a planted torch.py or numpy/) is never
+importable through it.
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import json
 import sys
 from pathlib import Path
 
@@ -16,9 +19,15 @@ from harness import paths
 
 
 def packages(folder: Path) -> dict[str, Path]:
-    """The target's top-level packages: name -> the folder's path."""
-    return {p.name: p for p in sorted(folder.iterdir())
-            if p.is_dir() and p.name.isidentifier() and (p / "__init__.py").is_file()}
+    """The packages goals.json declares, where the folder holds them: name -> the package's folder."""
+    try:
+        goals = json.loads((folder / "goals.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    names = {str(goals.get("adapter") or "").split(".")[0]}
+    names |= {Path(str(p)).parts[0].removesuffix(".py") for p in goals.get("frozen") or [] if str(p)}
+    return {n: folder / n for n in sorted(names)
+            if n.isidentifier() and (folder / n / "__init__.py").is_file()}
 
 
 class TargetFinder(importlib.abc.MetaPathFinder):
@@ -40,10 +49,10 @@ _FINDER = TargetFinder()
 
 def use(target: str | Path) -> Path:
     """Make a target's packages importable: a name (targets/NAME/ of this project) or a folder. The
-    folder's packages as they are now are mapped; a later use() of another folder maps its names
-    over these (a module already imported stays what it is)."""
+    folder's declared packages are mapped; a later use() of another folder maps its names over these
+    (a module already imported stays what it is)."""
     folder = paths.target_folder(target) if isinstance(target, str) else Path(target).resolve()
     _FINDER.names.update(packages(folder))
     if _FINDER not in sys.meta_path:
-        sys.meta_path.append(_FINDER)
+        sys.meta_path.insert(0, _FINDER)
     return folder
