@@ -8,6 +8,8 @@ import sys
 
 import torch
 
+import _interpreter_patch_once  # noqa: F401  (this file's folder is on sys.path: run as a script)
+
 spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
 m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)

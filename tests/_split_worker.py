@@ -2,12 +2,13 @@
 the ranks of a gloo group (integrations/split_decode.py), with the halo exchange on and then off;
 rank 0 also decodes it in one piece (optimize.py's plain path) and saves all three to OUT.
 
-    python tests/_split_worker.py RANK WORLD STORE_FILE OUT.pt B,C,T,H,W [winograd | dropin]
+    python tests/_split_worker.py RANK WORLD STORE_FILE OUT.pt B,C,T,H,W [winograd | dropin | split dropin]
 
 winograd: the decoder optimize.py builds on a GPU, its Winograd convs included (run with
 TRITON_INTERPRET=1, which runs its Triton kernels on CPU tensors), in place of its CPU path.
 dropin: the Wan drop-in's decoder given the group instead; every rank saves the video it got
-(OUT.pt.RANK), rank 0 also the one-process drop-in's.
+(OUT.pt.RANK), rank 0 also the one-process drop-in's. split dropin: both, one after the other in
+the same ranks (one start of the group for two tests).
 """
 
 from __future__ import annotations
@@ -85,17 +86,25 @@ def main() -> None:
             decoder = optimize.FastDecoder(vae, torch.float32, optimize.LATENT_FRAMES_PER_PASS, winograd_min_channels=128)
             assert decoder.winograd, "no Winograd conv to split"
             return decoder, {}
-    vae = load_model("cpu")
-    z = torch.randn(*shape, generator=torch.Generator().manual_seed(7))
-    if sys.argv[6:] == ["dropin"]:  # the drop-in given the group: every rank gets the whole video
-        from integrations.wan_dropin import OptimizedDecoder
+    parts = sys.argv[6:] if sys.argv[6:] in (["dropin"], ["split", "dropin"]) else ["split"]
+    for part in parts:  # each on a model and latent of its own, as if in a run of its own
+        vae = load_model("cpu")
+        z = torch.randn(*shape, generator=torch.Generator().manual_seed(7))
+        (split_decode if part == "split" else dropin)(rank, vae, z, build, optimize, out)
+    dist.destroy_process_group()
 
-        split = OptimizedDecoder(vae, build=build, group=dist.group.WORLD)
-        video = split(z)
-        whole = OptimizedDecoder(vae, build=build)(z) if rank == 0 else None
-        torch.save({"video": video, "whole": whole, "info": next(iter(split.infos.values()))}, f"{out}.{rank}")
-        dist.destroy_process_group()
-        return
+
+def dropin(rank: int, vae: torch.nn.Module, z: torch.Tensor, build, optimize, out: str) -> None:  # type: ignore[no-untyped-def]
+    """The drop-in given the group: every rank gets the whole video."""
+    from integrations.wan_dropin import OptimizedDecoder
+
+    split = OptimizedDecoder(vae, build=build, group=dist.group.WORLD)
+    video = split(z)
+    whole = OptimizedDecoder(vae, build=build)(z) if rank == 0 else None
+    torch.save({"video": video, "whole": whole, "info": next(iter(split.infos.values()))}, f"{out}.{rank}")
+
+
+def split_decode(rank: int, vae: torch.nn.Module, z: torch.Tensor, build, optimize, out: str) -> None:  # type: ignore[no-untyped-def]
     decode, info = build_split_decoder(build, vae, z, namespace=vars(optimize))
     split = decode(z if rank == 0 else None)
     decode.halo.enabled = False  # the same decode with zeros for the neighbours' rows
@@ -105,7 +114,6 @@ def main() -> None:
         torch.save({"split": split, "no_halo": seams, "whole": whole(z), "info": info["split"]}, out)
     else:
         assert split is None and seams is None, "only the root rank gets the video"
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

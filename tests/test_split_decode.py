@@ -21,15 +21,16 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from conftest import made_once  # noqa: E402
 from integrations.split_decode import HEIGHT, WIDTH, choose_split  # noqa: E402
 
 TOLERANCE = 1e-4  # fp32 on CPU: a slab's conv sums in another order than the whole frame's (~3e-6 seen)
 SEAM = 1e-2  # without the halo the border rows are off by 0.1 to 1.5
 
 
-def run_ranks(world: int, shape: tuple[int, ...], tmp: Path, *mode: str) -> dict:
-    """Start `world` ranks on the latent shape; rank 0's saved videos and split (the dropin mode:
-    every rank's file, by rank)."""
+def start_ranks(world: int, shape: tuple[int, ...], tmp: Path, *mode: str) -> Path:
+    """Start `world` ranks on the latent shape; the path rank 0 saved its videos and split to (the
+    dropin mode: every rank to that path + .RANK)."""
     out, store = tmp / f"video{world}.pt", tmp / f"store{world}"
     env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
     procs = [subprocess.Popen([sys.executable, str(REPO / "tests" / "_split_worker.py"), str(r), str(world),
@@ -45,9 +46,26 @@ def run_ranks(world: int, shape: tuple[int, ...], tmp: Path, *mode: str) -> dict
                 q.kill()
             raise
     assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-3000:]
+    return out
+
+
+def run_ranks(world: int, shape: tuple[int, ...], tmp: Path, *mode: str) -> dict:
+    """start_ranks, then rank 0's saved videos and split (the dropin mode: every rank's file, by rank)."""
+    out = start_ranks(world, shape, tmp, *mode)
     if mode == ("dropin",):
         return {r: torch.load(f"{out}.{r}") for r in range(world)}
     return torch.load(out)
+
+
+TINY = (1, 48, 3, 2, 2)  # the tiny preset's latent
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One start of 2 ranks on the tiny latent for two tests (a group's start, 2 interpreters
+    importing torch, is most of each): the split decode, then the drop-in given the group, each on
+    a model and latent of its own (tests/_split_worker.py's `split dropin`)."""
+    return made_once(tmp_path_factory, "split_two_ranks", lambda folder: start_ranks(2, TINY, folder, "split", "dropin"))
 
 
 def border_rows(video: torch.Tensor, axis: int, slabs: list[int], rows: int = 2) -> list[torch.Tensor]:
@@ -60,12 +78,12 @@ def border_rows(video: torch.Tensor, axis: int, slabs: list[int], rows: int = 2)
 
 
 @pytest.mark.parametrize("world, shape, axis, slabs", [
-    (2, (1, 48, 3, 2, 2), HEIGHT, [1, 1]),  # the tiny preset's latent, split in height
+    (2, TINY, HEIGHT, [1, 1]),  # the tiny preset's latent, split in height (the run two_ranks shares)
     (4, (1, 48, 5, 2, 6), WIDTH, [2, 2, 1, 1]),  # in width, uneven slabs, 3 passes (1 + 3 + 1 frames)
 ])
 def test_split_decode_matches_one_process(world: int, shape: tuple[int, ...], axis: int, slabs: list[int],
-                                          tmp_path: Path) -> None:
-    got = run_ranks(world, shape, tmp_path)
+                                          tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    got = torch.load(request.getfixturevalue("two_ranks")) if world == 2 else run_ranks(world, shape, tmp_path)
     assert got["info"]["axis"] == ("height" if axis == HEIGHT else "width")
     assert got["info"]["latent_slabs"] == slabs
     whole, split, no_halo = got["whole"], got["split"], got["no_halo"]
@@ -160,11 +178,11 @@ def test_one_rank_is_todays_path(narrow_vae: torch.nn.Module) -> None:
     assert build_split_decoder(lambda vae, example: sentinel, narrow_vae, z) is sentinel
 
 
-def test_dropin_given_a_group_decodes_split_and_every_rank_gets_the_video(tmp_path: Path) -> None:
+def test_dropin_given_a_group_decodes_split_and_every_rank_gets_the_video(two_ranks: Path) -> None:
     """The Wan drop-in's decoder with a process group (issue 27 item 2): each of 2 ranks calls it
     as a pipeline running on every rank would, and each gets the whole video, equal to the
     one-process drop-in's."""
-    got = run_ranks(2, (1, 48, 3, 2, 2), tmp_path, "dropin")
+    got = {r: torch.load(f"{two_ranks}.{r}") for r in range(2)}
     whole = got[0]["whole"]
     for rank, saved in got.items():
         assert saved["info"]["split"]["ranks"] == 2, saved["info"]  # decoded split, not whole on each rank
