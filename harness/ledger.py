@@ -66,7 +66,14 @@ def check_frozen(base: dict[str, str] | None, fh: str) -> None:
 def git_repo() -> Path | None:
     """The working tree that holds the target's folder (harness/git_plumbing.py), None
     without git (a GPU machine): its rows say "nogit"."""
-    return git_plumbing.top(_common.root()) if shutil.which("git") else None
+    top = git_plumbing.top(_common.root()) if shutil.which("git") else None
+    if top is None:
+        return None
+    try:  # a copy that carries a .git git cannot read (a GPU machine's copy of the tree) is no repository
+        git_plumbing.git(top, "rev-parse", "--git-dir")
+    except git_plumbing.GitError:
+        return None
+    return top
 
 
 def _commit(repo: Path, files: dict[Path, bytes], message: str) -> str:

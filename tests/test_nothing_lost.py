@@ -218,3 +218,14 @@ def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
     assert rc == 0 and [r["status"] for r in R.read_rows(ws / "results.tsv")] in (["baseline", "revert"],
                                                                               ["baseline", "inconclusive"]), out
     assert "optimize.py is already the version committed with e001" in out, out  # git show worked
+
+
+def test_a_copy_without_a_readable_git_is_no_repository(tmp_path: Path) -> None:
+    """A GPU machine's copy of the tree may carry a .git that git cannot read: its rows are "nogit",
+    not refused as "not committed" (session 20's H100 refused its own --apply of the rebaseline)."""
+    from harness import ledger
+
+    ws = make_toy(tmp_path / "copy")
+    (tmp_path / "copy" / ".git").mkdir(exist_ok=True)  # an empty folder where the repository would be
+    with use(ws):
+        assert ledger.git_repo() is None
