@@ -76,6 +76,14 @@ def target_folders() -> list[Path]:
     return [CHECKOUT / rel]
 
 
+def request_path() -> str:
+    """Where the door reads its request, from the checkout's root (for the refusals' texts)."""
+    try:
+        return f"{paths.TARGETS}/{paths.default_target(CHECKOUT)}/{REQUEST}"
+    except paths.TargetError:
+        return f"{paths.TARGETS}/<name>/{REQUEST} (<name>: pyproject.toml's [tool.auto-optim] target)"
+
+
 def find_request() -> tuple[Path, bytes]:
     """The one target folder holding request.json, and the request's bytes."""
     found = []
@@ -89,7 +97,7 @@ def find_request() -> tuple[Path, bytes]:
             found.append((folder, where, what))
     if not found:
         return_to = " or ".join(f"{_rel(f) or './'}" for f in target_folders())
-        raise Refusal(f"no {REQUEST} in {CHECKOUT} ({return_to}): write one beside goals.json, e.g. {EXAMPLE}")
+        raise Refusal(f"no {REQUEST} in {CHECKOUT} ({return_to}): write {return_to}{REQUEST}, e.g. {EXAMPLE}")
     if len(found) > 1:
         raise Refusal(f"{REQUEST} in {found[0][1]} and {found[1][1]}: leave one")
     folder, where, _ = found[0]
@@ -214,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         if Path(schema.__file__).resolve().parent != CHECKOUT / "harness":
             raise Refusal(f"the harness imported ({schema.__file__}) is not this checkout's ({CHECKOUT})")
         if args:
-            raise Refusal(f"it takes no arguments, not {args[0][:60]!r}: write {REQUEST} beside goals.json "
+            raise Refusal(f"it takes no arguments, not {args[0][:60]!r}: write {request_path()} "
                           f"(e.g. {EXAMPLE}) and run `{NAME}` alone")
         why = untrusted_python(sys.prefix, sys.executable, sys.path, [CHECKOUT])
         if why:

@@ -35,12 +35,29 @@ class CommitFailed(GitError):
 
 
 def top(start: Path) -> Path | None:
-    """The working tree above `start` that holds .git (a folder, or a worktree's file), else None."""
+    """The working tree above `start` that holds a repository's .git (a folder with HEAD, or a
+    worktree's file that starts `gitdir:`), else None. Any other .git is passed over: while a
+    sandboxed Bash call runs, Claude Code's sandbox leaves an empty placeholder (file or folder) at
+    each denied path that does not exist, targets/<name>/.git among them (git itself refuses such a
+    .git: "invalid gitfile format")."""
     here = Path(os.path.abspath(start))
     for d in (here, *here.parents):
-        if os.path.lexists(d / ".git"):
+        if is_repository(d / ".git"):
             return d
     return None
+
+
+def is_repository(dot_git: Path) -> bool:
+    """`dot_git` is what git itself takes for one: a folder holding HEAD, or a file that starts `gitdir:`."""
+    if os.path.isdir(dot_git):
+        return os.path.isfile(dot_git / "HEAD")
+    if not os.path.isfile(dot_git):
+        return False
+    try:
+        with open(dot_git, "rb") as f:
+            return f.read(7) == b"gitdir:"
+    except OSError:
+        return False
 
 
 def git(work: Path, *args: str, data: bytes | None = None, index: str | None = None, check: bool = True,

@@ -126,7 +126,7 @@ def test_links_are_refused_and_the_request_kept(ws: Path, tmp_path: Path, link: 
 def test_only_the_default_target_committed_is_served(ws: Path):
     """The door serves pyproject.toml's target only: a request in an agent-made targets/evil/ (its
     goals.json names an adapter: code the door would import) is never read; the default target's
-    goals.json edited and not committed is refused; so is a target with a .git of its own."""
+    goals.json edited and not committed is refused; so is a target with a repository of its own."""
     evil = ws / "targets" / "evil"
     evil.mkdir(parents=True)
     (evil / "goals.json").write_text(json.dumps({"adapter": "evil.target", "candidate": "optimize.py",
@@ -137,7 +137,9 @@ def test_only_the_default_target_committed_is_served(ws: Path):
     goals = json.loads((tgt(ws) / "goals.json").read_text())
     (tgt(ws) / "goals.json").write_text(json.dumps(goals | {"adapter": "evil.target"}))
     assert "not committed as it is" in refusal(door(ws))
-    (tgt(ws) / ".git").mkdir()
+    (tgt(ws) / ".git").mkdir()  # empty, as Claude Code's sandbox leaves one while a sandboxed call runs: no repository
+    assert "not committed as it is" in refusal(door(ws))
+    subprocess.run(["git", "init", "-q", str(tgt(ws))], check=True)  # a repository of its own
     assert "not in the git checkout" in refusal(door(ws))
 
 

@@ -93,3 +93,20 @@ def test_git_storing_other_bytes_is_a_loud_failure(repo: Path, monkeypatch: pyte
     monkeypatch.setattr(git_plumbing, "git", filtering)
     with pytest.raises(git_plumbing.CommitFailed, match="not as the bytes measured"):
         git_plumbing.commit(repo, {"optimize.py": SOURCE}, "e002: keep")
+
+
+@pytest.mark.parametrize("placeholder", ["file", "folder"])
+def test_a_sandbox_placeholder_is_no_repository(repo: Path, placeholder: str):
+    """While a sandboxed Bash call runs, Claude Code leaves an empty file or folder at each denied
+    path that is missing, targets/<name>/.git among them: the checkout is still the one above it."""
+    target = repo / "targets" / "toy"
+    target.mkdir(parents=True)
+    if placeholder == "file":
+        (target / ".git").write_bytes(b"")
+    else:
+        (target / ".git").mkdir()
+    assert git_plumbing.top(target) == repo
+    worktree = repo / "linked"  # a worktree's .git file names its git folder: that is a repository
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {repo / '.git'}\n")
+    assert git_plumbing.top(worktree / "sub") == worktree

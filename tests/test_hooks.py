@@ -309,6 +309,31 @@ def test_stop_blocked_while_candidate_is_unrecorded(project):
     assert "e001" in d["reason"] and "git show HEAD:optimize.py > optimize.py" in d["reason"]
 
 
+def test_texts_name_the_default_targets_files_from_the_root(tmp_path):
+    """The agent's Bash calls start at the project root: the gate's and the guard's commands name the
+    default target's files from there (targets/t/optimize.py, targets/t/request.json), so each runs as written."""
+    (tmp_path / "pyproject.toml").write_text('[tool.auto-optim]\ntarget = "t"\n')
+    folder = tmp_path / "targets" / "t"
+    folder.mkdir(parents=True)
+    (folder / "goals.json").write_text(json.dumps({"candidate": "optimize.py"}))
+    (folder / "optimize.py").write_text("# the keeper\n")
+    write_rows(folder, ("e001", "baseline", sha(folder / "optimize.py")))
+    (folder / "optimize.py").write_text("# an edit nobody measured\n")
+    (folder / "candidates").mkdir()
+    (folder / "candidates" / "a.py").write_text("# a variant\n")
+    reason = decision(run_hook("stop_gate.py", stop(tmp_path), tmp_path))["reason"]
+    assert "targets/t/optimize.py has changed" in reason and "write targets/t/request.json: " in reason
+    assert "`git show HEAD:targets/t/optimize.py > targets/t/optimize.py`" in reason
+    (folder / "optimize.py").write_text("# the keeper\n")
+    reason = decision(run_hook("stop_gate.py", stop(tmp_path), tmp_path))["reason"]
+    assert reason.startswith("targets/t/candidates/a.py: not measured yet")
+    assert 'write targets/t/request.json: {"run": "wave", "candidates": ["candidates/a.py"]}' in reason
+    r = run_hook("guard_frozen.py", tool(tmp_path, "Bash", {"command": "python x.py", "dangerouslyDisableSandbox": True}),
+                 tmp_path)
+    assert r.returncode == 2 and "Everything but targets/t/optimize.py, targets/t/candidates/, targets/t/PROGRESS.md and " \
+        "targets/t/request.json is read-only" in r.stderr and "write targets/t/request.json " in r.stderr, r.stderr
+
+
 def test_short_recorded_sha_prefix_counts(project):
     write_rows(project, ("e001", "baseline", sha(project / "optimize.py")[:16]))
     assert decision(run_hook("stop_gate.py", stop(project), project)) == {}

@@ -97,3 +97,9 @@ def candidate_name(root: Path) -> str:
         return str(goals.get("candidate") or "optimize.py")
     except (OSError, ValueError):
         return "optimize.py"
+
+
+def shown(project: Path, folder: Path, name: str) -> str:
+    """`name` in the target `folder` as the agent's shell names it: from the project root, where every
+    Bash call starts (settings.json: CLAUDE_BASH_MAINTAIN_PROJECT_WORKING_DIR)."""
+    return os.path.relpath(folder / name, project)

@@ -60,8 +60,8 @@ def _hooklib():
 
 
 _lib = _hooklib()
-OPTIMIZER_AGENT, candidate_name, project_root, read_payload, target_root = (
-    _lib.OPTIMIZER_AGENT, _lib.candidate_name, _lib.project_root, _lib.read_payload, _lib.target_root)
+OPTIMIZER_AGENT, candidate_name, project_root, read_payload, shown, target_root = (
+    _lib.OPTIMIZER_AGENT, _lib.candidate_name, _lib.project_root, _lib.read_payload, _lib.shown, _lib.target_root)
 UNSANDBOXED, config_name = _lib.policy.UNSANDBOXED, _lib.policy.config_name
 
 # The file tools of Claude Code 2.1.330 (MultiEdit is gone; Grep and Glob are not tools in native builds).
@@ -72,8 +72,9 @@ EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "NotebookEdit": "notebo
 LOOP_TOOLS = {"Read", "Edit", "Write", "Bash", "Agent", "Task", "ToolSearch", "WebSearch", "WebFetch", "TaskStop",
               "TaskOutput", "SendMessage", "TodoWrite", "Glob", "Grep", "ReportFindings"}
 FORMS = ", ".join(f"`{c}`" for c in UNSANDBOXED)
-HOW = ("To measure, write request.json beside goals.json (AGENTS.md) and run exactly `auto-optim-agent` with "
-       "dangerouslyDisableSandbox: true.")
+# What the agent may write and how it measures, named from the project root (_hooklib.shown).
+HOW = ("Everything but {files} is read-only for the agent (AGENTS.md). To measure, write {request} (AGENTS.md) and "
+       "run exactly `auto-optim-agent` with dangerouslyDisableSandbox: true.")
 
 
 class Blocked(Exception):
@@ -129,7 +130,7 @@ def check_edit(target: str, subagent: bool, cwd: Path, root: Path) -> None:
         cand = candidate_name(folder)
         path = Path(target) if os.path.isabs(target) else cwd / target
         if os.path.abspath(path) != os.path.abspath(folder / cand):
-            raise Blocked(f"the {OPTIMIZER_AGENT} subagent may edit only {cand}, not {target}.")
+            raise Blocked(f"the {OPTIMIZER_AGENT} subagent may edit only {shown(root, folder, cand)}, not {target}.")
 
 
 def main() -> int:
@@ -148,9 +149,12 @@ def main() -> int:
         elif tool in EDIT_TOOLS:
             check_edit(str(tool_input.get(EDIT_TOOLS[tool]) or ""), subagent, cwd, root)
     except Blocked as e:
-        print(f"guard_frozen: blocked. {e} Everything but optimize.py, candidates/, PROGRESS.md and request.json is "
-              f"read-only for the agent (AGENTS.md). {HOW} If a frozen file looks wrong, stop and tell the person.",
-              file=sys.stderr)
+        folder = target_root(root)
+        files = ", ".join([shown(root, folder, candidate_name(folder)), shown(root, folder, "candidates") + "/",
+                           shown(root, folder, "PROGRESS.md")])
+        how = HOW.format(files=f"{files} and {shown(root, folder, 'request.json')}",
+                         request=shown(root, folder, "request.json"))
+        print(f"guard_frozen: blocked. {e} {how} If a frozen file looks wrong, stop and tell the person.", file=sys.stderr)
         return 2
     return 0
 

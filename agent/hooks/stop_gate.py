@@ -67,16 +67,18 @@ def _hooklib():
 
 _lib = _hooklib()
 git_plumbing, nofollow = _lib.git_plumbing, _lib.nofollow
-CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload, target_root = (
-    _lib.CANDIDATES_DIR, _lib.OPTIMIZER_AGENT, _lib.candidate_name, _lib.project_root, _lib.read_payload, _lib.target_root)
+CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload, shown, target_root = (
+    _lib.CANDIDATES_DIR, _lib.OPTIMIZER_AGENT, _lib.candidate_name, _lib.project_root, _lib.read_payload, _lib.shown,
+    _lib.target_root)
 
 RED = ("gate_fail", "crash", "timeout", "tampered")
 IN_FLIGHT = ("running", "pending")
 KEEPERS = ("baseline", "keep")
+# The texts name paths from the project root, where the agent's Bash calls start (_hooklib.shown);
+# a wave's members stay relative to the target's folder, as request.json names them.
 DOOR = "then run exactly `auto-optim-agent` (one Bash call with dangerouslyDisableSandbox: true)"
-RUN = ('write request.json beside goals.json: {"run": "experiment", "desc": "<one line: what you changed and why>"}, '
-       + DOOR)
-WAVE = 'write request.json beside goals.json: {{"run": "wave", "candidates": [{files}]}}, ' + DOOR
+RUN = 'write {request}: {{"run": "experiment", "desc": "<one line: what you changed and why>"}}, ' + DOOR
+WAVE = 'write {request}: {{"run": "wave", "candidates": [{files}]}}, ' + DOOR
 # .git is read-only to the agent's shell (only run_experiment commits), so restore by reading git.
 RESTORE = "git show HEAD:{name} > {name}"
 
@@ -94,44 +96,46 @@ def same_sha(current: str, recorded: str | None) -> bool:
     return len(recorded) >= 8 and current.startswith(recorded)
 
 
-def problem(root: Path) -> str | None:
-    """Why the turn may not end, or None."""
+def problem(project: Path, root: Path) -> str | None:
+    """Why the turn may not end, or None (`root`: the target's folder in `project`)."""
     rows = read_rows(root / "results.tsv")
     name = candidate_name(root)
+    path, results = shown(project, root, name), shown(project, root, "results.tsv")
+    run = RUN.format(request=shown(project, root, "request.json"))
+    restore = RESTORE.format(name=path)
     if not rows:
         if committed_differs(root, name):
-            return (f"{name} differs from its committed version and no experiment is recorded yet. "
-                    f"Record it (the first experiment becomes the baseline): {RUN} "
-                    f"-- or drop the change with `{RESTORE.format(name=name)}`.")
-        return unmeasured_variants(root, rows)
+            return (f"{path} differs from its committed version and no experiment is recorded yet. "
+                    f"Record it (the first experiment becomes the baseline): {run} "
+                    f"-- or drop the change with `{restore}`.")
+        return unmeasured_variants(project, root, rows)
     last = rows[-1]
     exp, status = last.get("exp", "?"), (last.get("status") or "").strip()
     try:
         current = nofollow.sha256(root, name)
     except FileNotFoundError:
-        return (f"{name} is missing. Restore the last kept version ({RESTORE.format(name=name)}), "
-                f"then {RUN}")
+        return f"{path} is missing. Restore the last kept version ({restore}), then {run}"
     except (OSError, ValueError) as e:
-        return f"{e}. Make {name} a plain file again ({RESTORE.format(name=name)}), then {RUN}"
+        return f"{e}. Make {path} a plain file again ({restore}), then {run}"
     # After anything but a keeper, run_experiment leaves the candidate at the best keeper, which is
     # the committed version (a keeper commits it; the baseline is a frozen file of its own).
     recorded = same_sha(current, last.get("candidate_sha")) or (
         status not in KEEPERS and not committed_differs(root, name))
     if not recorded:
-        return (f"{name} has changed since the last recorded experiment {exp} (its sha256 {current[:12]} "
-                f"is not in results.tsv), so this change is unmeasured. Record it now: {RUN} "
-                f"-- or, to drop the change, restore the last kept version with `{RESTORE.format(name=name)}`. "
+        return (f"{path} has changed since the last recorded experiment {exp} (its sha256 {current[:12]} "
+                f"is not in {results}), so this change is unmeasured. Record it now: {run} "
+                f"-- or, to drop the change, restore the last kept version with `{restore}`. "
                 "Then continue the loop in program.md.")
     if status in RED:
         desc = (last.get("desc") or "").strip()
         return (f"The last experiment {exp} ({desc!r}) ended with status {status}: the latest attempt is red. "
-                f"Read its output (results.tsv, PROGRESS.md), fix the cause in {name}, {RUN} "
+                f"Read its output ({results}, {shown(project, root, 'PROGRESS.md')}), fix the cause in {path}, {run} "
                 f"-- or, if you abandon that idea, note it under Dead ends in PROGRESS.md and re-measure the "
                 f'current best the same way, with "desc": "re-measure best after {exp}"')
-    return unmeasured_variants(root, rows)
+    return unmeasured_variants(project, root, rows)
 
 
-def unmeasured_variants(root: Path, rows: list[dict[str, str]]) -> str | None:
+def unmeasured_variants(project: Path, root: Path, rows: list[dict[str, str]]) -> str | None:
     """A wave's variant (candidates/*.py) that no row measured: written, never recorded."""
     recorded = [r.get("candidate_sha") for r in rows]
     try:
@@ -141,9 +145,10 @@ def unmeasured_variants(root: Path, rows: list[dict[str, str]]) -> str | None:
         return f"{e}: delete it, or make it a plain file and measure it."
     if not new:
         return None
-    names = " ".join(new)
-    return (f"{names}: not measured yet (no row of results.tsv has its sha256). Measure them in one wave: "
-            f"{WAVE.format(files=', '.join(json.dumps(f) for f in new))} -- or delete the ones you dropped.")
+    names = " ".join(shown(project, root, f) for f in new)
+    wave = WAVE.format(request=shown(project, root, "request.json"), files=", ".join(json.dumps(f) for f in new))
+    return (f"{names}: not measured yet (no row of {shown(project, root, 'results.tsv')} has its sha256). "
+            f"Measure them in one wave: {wave} -- or delete the ones you dropped.")
 
 
 def committed_differs(root: Path, name: str) -> bool:
@@ -206,10 +211,11 @@ MAX_BLOCKS = 8  # Claude Code 2.1.330's own cap on Stop-hook blocks in a row (se
 
 def main() -> int:
     payload = read_payload()
-    root = target_root(project_root(payload))  # the target's results, candidate and lock
+    project = project_root(payload)
+    root = target_root(project)  # the target's results, candidate and lock
     if not gated(payload, root):
         return 0
-    reason = problem(root)
+    reason = problem(project, root)
     counter = counter_file(payload)
     if reason is None:
         counter.unlink(missing_ok=True)
