@@ -28,7 +28,7 @@ NOT_MEASURING = frozenset({
     "leaderboard.py", "plots.py",
     "ledger.py", "records.py", "record_file.py", "row.py", "signing.py",
     "person.py", "door.py", "request.py", "run_experiment.py", "wave.py", "verify.py", "bench.py", "prepare.py",
-    "new_target.py",
+    "new_target.py", "git_plumbing.py", "phases.py",
 })
 # Keys of goals.json that only explain (at any depth).
 DESCRIPTIVE = frozenset({"description", "note", "text", "rationale"})
