@@ -123,3 +123,7 @@ if __name__ == "__main__":
 
     person.refuse_agent(parser(), sys.argv[1:], "harness/bench.py")
     sys.exit(main())
+
+# rewritten by a candidate
+
+# rewritten by a candidate

@@ -122,6 +122,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     gpu = _common.env_info(device, goals.presets[preset].ranks)["gpu"]
     frozen = _common.frozen_files()
     fh = _common.frozen_hash(frozen)
+    code = code_files(frozen)
     base = records.baseline_row(rows, preset, gpu)
     first = a.rebaseline or base is None
     if not first:
@@ -150,11 +151,12 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
            for r in recs):
         raise Refused(f"{cand.name} changed while it was being measured (read twice, two versions). Nothing "
                       "recorded; run it again and leave the file alone until it finishes.")
-    after = _common.frozen_files()
-    if after != frozen:
-        changed = sorted(k for k in set(frozen) | set(after) if frozen.get(k) != after.get(k))
+    after = code_files(_common.frozen_files())
+    if after != code:
+        changed = sorted(k for k in set(code) | set(after) if code.get(k) != after.get(k))
+        kind = "frozen" if changed[0] in frozen else "harness"
         for rec in recs:
-            rec.update(outcome="tampered", reason=f"frozen file {changed[0]} changed during the run "
+            rec.update(outcome="tampered", reason=f"{kind} file {changed[0]} changed during the run "
                        f"({len(changed)} changed); the run is void")
     if first and recs[0]["outcome"] != "measured":
         recs = recs[:1]  # without a baseline there is nothing to judge the candidate against
@@ -188,6 +190,18 @@ def _recorded_source(exp: str) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return source if isinstance(source, str) else None
+
+
+def code_files(frozen: dict[str, str]) -> dict[str, str]:
+    """What the tamper check compares before and after a run: the frozen files and every other file
+    of the harness (the frozen hash leaves out the commands and the ledger, which say what a row
+    means but do not measure it; a run during which any of them changes is void all the same)."""
+    harness = Path(__file__).resolve().parent
+    out = dict(frozen)
+    for f in sorted(harness.rglob("*.py")):
+        if "__pycache__" not in f.parts:
+            out.setdefault(str(Path("harness") / f.relative_to(harness)), _common.sha256_file(f))
+    return out
 
 
 def _committed_source(commit: str, goals: dict[str, Any]) -> str | None:

@@ -269,6 +269,8 @@ def make_vae_workspace(ws: Path, goals: dict, copy_code: bool = False) -> Path:
     """goals.json, optimize.py, model/, integrations/ (the split decode goals.json freezes) and
     harness/ linked (copied with copy_code: see `workspace`)."""
     ws.mkdir(parents=True, exist_ok=True)
+    if goals.get("adapter", "model.target").split(".")[0] != "model":  # an adapter that runs model/: frozen code
+        goals = goals | {"frozen": [*goals.get("frozen", []), "model"]}
     (ws / "goals.json").write_text(json.dumps(goals, indent=1))
     shutil.copy2(VAE / "optimize.py", ws / "optimize.py")
     for name in ("model", "integrations", "harness"):

@@ -303,7 +303,7 @@ def test_tampering_voids_the_run(tmp_path: Path) -> None:
         (ws / "optimize.py").write_text(cheat.replace("from _target import C, honest", "from harness import _common as C")
                                         .replace("honest(model, x)", "model(x)"))
         rc, f, out = run(ws, "--desc", name, "--unsandboxed", "--no-profile", delay=0.05)
-        assert rc == 1 and f["status"] == "tampered" and f"frozen file {changed} changed" in f["reason"], out
+        assert rc == 1 and f["status"] == "tampered" and f"file {changed} changed" in f["reason"], out
         assert f["sandbox"] == "none (--unsandboxed)" and (ws / "optimize.py").read_text() == before
         subprocess.run(["git", "checkout", "-q", "--", "harness", "split.py"], cwd=ws, check=True)  # undo the cheat
 
