@@ -66,14 +66,8 @@ def check_frozen(base: dict[str, str] | None, fh: str) -> None:
 def git_repo() -> Path | None:
     """The working tree that holds the target's folder (harness/git_plumbing.py), None
     without git (a GPU machine): its rows say "nogit"."""
-    top = git_plumbing.top(_common.root()) if shutil.which("git") else None
-    if top is None:
-        return None
-    try:  # a copy that carries a .git git cannot read (a GPU machine's copy of the tree) is no repository
-        git_plumbing.git(top, "rev-parse", "--git-dir")
-    except git_plumbing.GitError:
-        return None
-    return top
+    # git_plumbing.top takes only a .git git can read: an empty one (a copy's, Claude Code's placeholder) is none
+    return git_plumbing.top(_common.root()) if shutil.which("git") else None
 
 
 def _commit(repo: Path, files: dict[Path, bytes], message: str) -> str:
