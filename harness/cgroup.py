@@ -47,6 +47,7 @@ import os
 import shlex
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -283,7 +284,9 @@ def _new_folder(home: Path, name: str) -> Path | None:
 
 
 def _sweep(home: Path) -> None:
-    """Remove the empty cgroups of harness processes that are gone (one killed before it could)."""
+    """Remove the cgroups of harness processes that are gone (one killed before it could). A worker
+    of theirs left frozen cannot die of the SIGKILL its parent's death sent it (bwrap
+    --die-with-parent) until it thaws: thawed here, it is gone by the next sweep."""
     try:
         entries = [e for e in home.iterdir() if e.name.startswith(PREFIX)]
     except OSError:
@@ -291,6 +294,12 @@ def _sweep(home: Path) -> None:
     for e in entries:
         pid = e.name[len(PREFIX):].split("-", 1)[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            for name, thawed in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+                if (e / name).exists():
+                    try:
+                        _write(e / name, thawed)
+                    except OSError:
+                        pass
             try:
                 e.rmdir()
             except OSError:
@@ -437,6 +446,34 @@ def entering(group: WorkerCgroup | None, argv: list[str]) -> list[str]:
     steps = [f"echo $$ > {shlex.quote(str(p))}" for p in (group.joins if group else [])]
     steps.append("echo 1000 > /proc/self/oom_score_adj")
     return ["/bin/sh", "-c", " && ".join(steps) + ' && exec "$@"', "sh", *argv]
+
+
+def thaw_processes(pids: Iterable[int]) -> None:
+    """Thaw the worker cgroups (ours: named PREFIX...) these processes are in. A process frozen by
+    v1's freezer takes no signal, not even SIGKILL, until its cgroup thaws, so a wait for a killed
+    worker that was paused (a rival the harness stopped while it was frozen) would never end.
+    Thawed after the SIGKILL was sent, it dies before it runs another instruction of its own."""
+    folders: set[tuple[int, Path]] = set()
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            version = 2 if controllers == "" else 1 if "freezer" in controllers.split(",") else 0
+            if not version or not Path(path).name.startswith(PREFIX):
+                continue
+            for mount in _mounts():
+                folder = _folder(mount, path) if mount.version == version and (
+                    version == 2 or "freezer" in mount.controllers) else None
+                if folder is not None:
+                    folders.add((version, folder))
+    for version, folder in folders:
+        try:
+            _write(folder / ("cgroup.freeze" if version == 2 else "freezer.state"), "0" if version == 2 else "THAWED")
+        except OSError:
+            pass  # gone, or not a freezer
 
 
 def host_memory_bytes() -> int:

@@ -22,6 +22,8 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import IO
 
+from harness import cgroup
+
 _PR_SET_CHILD_SUBREAPER = 36
 KILL_ROUNDS = 20  # a chain of forks can outpace one sweep; each round kills what the last one missed
 
@@ -113,6 +115,7 @@ def _kill(pids: Iterable[int]) -> None:
                 kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+    cgroup.thaw_processes(pids)  # a paused worker dies only once thawed: else the wait below never ends
     for pid in pids:
         try:
             os.waitpid(pid, 0)

@@ -26,6 +26,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -269,6 +270,71 @@ def test_the_freezer_of_each_cgroup_version(version: int) -> None:
         proc.wait(timeout=10)
         counter.unlink(missing_ok=True)
     assert not group.made
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_paused_worker_can_be_killed(version: int) -> None:
+    """A worker killed while frozen (a rival the harness stops during a failure, as test_fail_fast's
+    broken candidate did under load) must not hang the harness: v1's freezer holds even SIGKILL
+    until the cgroup thaws, and kill_tree waits for its victims (harness/cgroup.py thaw_processes)."""
+    import threading
+
+    name = f"{cgroup.PREFIX}{os.getpid()}-test-kill-v{version}"
+    if version == 2:
+        group = cgroup._try_v2(name, 1 << 40, need_memory=True)
+    else:
+        freezer, _, made = cgroup._try_v1(name, None)
+        group = cgroup.WorkerCgroup(freezer, None, None, made) if freezer else None
+    if group is None:
+        pytest.skip(f"no cgroup v{version} freezer here")
+    proc = subprocess.Popen(cgroup.entering(group, ["sleep", "600"]), start_new_session=True)
+    try:
+        assert _soon(lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep")), "never started"
+        assert group.freeze()
+        if version == 1:  # the wall this test is about: a frozen v1 process outlives a SIGKILL
+            os.kill(proc.pid, signal.SIGKILL)
+            time.sleep(0.5)
+            assert proc.poll() is None, "v1's freezer let SIGKILL through: the test proves nothing here"
+        others = {process.session_of(p) for p in process.children() if p != proc.pid}  # this test's only
+        killer = threading.Thread(target=process.kill_tree, args=(proc, others), daemon=True)
+        killer.start()
+        killer.join(timeout=20)
+        assert not killer.is_alive(), "kill_tree hung on a frozen worker"
+        assert proc.poll() is not None, "the frozen worker outlived kill_tree"
+    finally:
+        group.thaw()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        group.remove()
+
+
+def test_a_dead_harness_leaves_no_frozen_worker() -> None:
+    """A harness killed while its worker was paused: bwrap's --die-with-parent sends the worker
+    SIGKILL, which v1's freezer holds for ever. The next harness's sweep of dead owners' cgroups
+    thaws it, so it dies, and removes the cgroup."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer exists: the owner the cgroup's name gives is dead
+    freezer, _, made = cgroup._try_v1(f"{cgroup.PREFIX}{gone.pid}-test-sweep", None)
+    if freezer is None:
+        pytest.skip("no cgroup v1 freezer here")
+    group = cgroup.WorkerCgroup(freezer, None, None, made)
+    proc = subprocess.Popen(cgroup.entering(group, ["sleep", "600"]), start_new_session=True)
+    try:
+        assert _soon(lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep")), "never started"
+        assert group.freeze()
+        os.kill(proc.pid, signal.SIGKILL)  # what --die-with-parent sends
+        time.sleep(0.3)
+        assert proc.poll() is None, "v1's freezer let SIGKILL through: the test proves nothing here"
+        cgroup._sweep(freezer[1].parent)
+        assert _soon(lambda: proc.poll() is not None), "the orphaned frozen worker still lives after the sweep"
+        assert _soon(lambda: (cgroup._sweep(freezer[1].parent), not freezer[1].exists())[1]), "its cgroup was not removed"
+    finally:
+        group.thaw()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        group.remove()
 
 
 # --- the memory bound ---------------------------------------------------------------------------
