@@ -13,7 +13,9 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_toy
-from harness import floor, records
+from harness import floor
+from harness.ledger import rows as R
+from harness.ledger.store import lock_file
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
@@ -111,7 +113,7 @@ def test_verdict_for_rows_reads_results_and_the_best_record(tmp_path: Path) -> N
     (tmp_path / "e002.json").write_text(json.dumps(forged))
     stop, why, _ = floor.verdict_for_rows(rows, goals, "full", "H100", None, ADAPTER, tmp_path)
     assert not stop and len(why) == 1 and "claims 99.5%" in why[0]
-    assert records.best_row(rows, "full", "H100")["exp"] == "e002"
+    assert R.best_row(rows, "full", "H100")["exp"] == "e002"
 
 
 def test_probe_on_this_machine(at_toy: Path) -> None:
@@ -166,7 +168,7 @@ def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
     ws = make_toy(tmp_path / "ws")
     for f in (ws / "assets").glob("peak-*.json"):
         f.unlink()
-    held = records.lock_file(ws / "runs" / "device_0.lock", wait=False)
+    held = lock_file(ws / "runs" / "device_0.lock", wait=False)
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "CUDA_VISIBLE_DEVICES": ""}
     probe = subprocess.Popen([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

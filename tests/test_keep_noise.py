@@ -20,7 +20,7 @@ from typing import Iterator
 import pytest
 
 from conftest import made_once, make_toy, use
-from harness import records as R
+from harness.ledger import results
 from test_run_experiment import run_here
 
 NORMAL = 0.4
@@ -58,7 +58,7 @@ def first_keeper(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def first_run(first_keeper: Path, tmp_path: Path) -> Path:
     """A copy of the first run's workspace (its git history, records and results) for one test."""
-    assert [r["status"] for r in R.read_rows(first_keeper / "results.tsv")] == ["baseline", "keep"]  # as made
+    assert [r["status"] for r in results.read(first_keeper / "results.tsv")] == ["baseline", "keep"]  # as made
     return shutil.copytree(first_keeper, tmp_path / "toy", symlinks=True)
 
 
@@ -131,7 +131,7 @@ def test_verdicts_under_busy_loops(first_keeper: Path, tmp_path: Path) -> None:
     assert slower[-1][0] == "revert" and slower[-1][1].startswith("reverted: "), slower
     assert all(status in ("keep", "inconclusive") for status, _ in faster), faster  # never reverted
     assert faster[-1][0] == "keep" and faster[-1][1].startswith("kept: faster than e002 by"), faster
-    assert [r["status"] for r in R.read_rows(tsv)][-1] == "keep"
+    assert [r["status"] for r in results.read(tsv)][-1] == "keep"
 
 
 def test_a_keeper_that_slows_down_later_carries_no_candidate(tmp_path: Path) -> None:
@@ -250,9 +250,9 @@ def test_a_keeper_is_timed_from_its_commit_when_its_record_lacks_its_source(firs
 
     ws = first_run(first_keeper, tmp_path)
     rec = ws / "records" / "e002.json"
-    rec.write_text(json.dumps({k: v for k, v in json.loads(rec.read_text()).items() if k != "source"}))
+    rec.write_text(json.dumps({k: v for k, v in json.loads(rec.read_text()).items() if k != "source_sha256"}))
     with use(ws):
-        rows, goals = R.read_rows(), _common.load_goals()
+        rows, goals = results.rows(), _common.load_goals()
         path, folder = run_experiment.keeper_file(rows[1], goals)
         try:
             assert path.read_text() == (ws / "optimize.py").read_text()  # e002's commit holds it

@@ -64,7 +64,7 @@ def check_frozen(base: dict[str, str] | None, fh: str) -> None:
 
 
 def git_repo() -> Path | None:
-    """The working tree that holds the target's folder (harness/git_plumbing.py), None
+    """The working tree that holds the target's folder (harness/ledger/git_plumbing.py), None
     without git (a GPU machine): its rows say "nogit"."""
     # git_plumbing.top takes only a .git git can read: an empty one (a copy's, Claude Code's placeholder) is none
     return git_plumbing.top(_common.root()) if shutil.which("git") else None

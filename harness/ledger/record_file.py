@@ -40,7 +40,7 @@ def check_record_out(path: Path) -> None:
 
 
 def write_record_file(path: Path, recs: list[dict[str, Any]]) -> None:
-    """A --measure-only result: the experiments and their signature (harness/signing.py)."""
+    """A --measure-only result: the experiments and their signature (harness/ledger/signing.py)."""
     body = {"experiments": recs}
     _common.atomic_write(path, json.dumps({**body, "signature": signing.sign(body)}, indent=1, default=str),
                          exclusive=True)

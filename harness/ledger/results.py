@@ -115,6 +115,10 @@ def check_complete(store: Store | None = None, path: Path | None = None) -> None
                          f"git's last commit holds; nothing recorded. Restore them with `{RESTORE}` (it takes them from "
                          f"git's last commit, as git checkout HEAD -- records/ would, and writes the rest from their "
                          f"rows, marked lost), then run again")
+    sources = store.lost_sources()
+    if sources:
+        raise SetupError(f"records/sources/ lacks the source of {_common.plural(len(sources), 'record')} ({_span(sources)}) "
+                         f"that git's last commit holds; nothing recorded. Restore them with `{RESTORE}`, then run again")
     committed = store.committed() or {}
     stray = [e for e in store.exps() if not store.unchanged_since_commit(e, committed) and not store.signed(e)]
     if stray:
@@ -131,7 +135,7 @@ def check_complete(store: Store | None = None, path: Path | None = None) -> None
 
 def restore(store: Store | None = None, path: Path | None = None) -> tuple[list[str], list[str]]:
     """Put back what records/ lacks, then write results.tsv from it: a record git's last commit holds,
-    as committed; one only a row of results.tsv (the file's or the last commit's) holds, written from
+    as committed, and a source it holds; a record only a row of results.tsv (the file's or the last commit's) holds, written from
     that row and marked lost. Never drops a row: a damaged line no record holds, or a row the two
     files disagree on, refuse (SetupError) and nothing is written. (restored from git, written as lost)."""
     store, path = store or Store.here(), path or results_path()
@@ -139,6 +143,8 @@ def restore(store: Store | None = None, path: Path | None = None) -> tuple[list[
     current, damaged = _tolerant(current_text)
     committed_rows = _tolerant(committed_text(path))[0]
     restored = [e for e in missing_records(store, path) if e in (store.committed() or {}) and store.restore_from_git(e)]
+    for exp in store.lost_sources():
+        store.restore_source(exp)
     have = set(store.exps())
     unrecovered = [f"{path.name} line {n} ({exp})" for n, exp in damaged if exp not in have and exp not in committed_rows]
     if unrecovered:

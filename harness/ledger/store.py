@@ -142,13 +142,30 @@ class Store:
 
     def restore_from_git(self, exp: str) -> bool:
         """Put back a record as git's last commit holds it (committed: a person's, whatever key signed
-        it); False when no commit holds it."""
-        work = git_plumbing.top(self.folder)
-        blob = None if work is None else git_plumbing.show(work, "HEAD", os.path.relpath(self.path(exp), work))
+        it), and its source when records/sources/ lacks it; False when no commit holds the record."""
+        blob = self._committed_bytes(self.path(exp))
         if blob is None:
             return False
         _common.atomic_write(self.path(exp), blob, exclusive=True)
+        self.restore_source(exp)
         return True
+
+    def lost_sources(self) -> list[str]:
+        """The experiments whose source records/sources/ lacks though git's last commit holds it."""
+        gone = [(r.exp, self.source_path(r.source_sha256)) for r in self.records()
+                if r.source_sha256 and not self.source_path(r.source_sha256).is_file()]
+        return [exp for exp, path in gone if self._committed_bytes(path) is not None]
+
+    def restore_source(self, exp: str) -> None:
+        sha = self.read(exp).source_sha256
+        if sha is not None and not self.source_path(sha).is_file():
+            blob = self._committed_bytes(self.source_path(sha))
+            if blob is not None:
+                _common.atomic_write(self.source_path(sha), blob)
+
+    def _committed_bytes(self, path: Path) -> bytes | None:
+        work = git_plumbing.top(self.folder)
+        return None if work is None else git_plumbing.show(work, "HEAD", os.path.relpath(path, work))
 
 
 def lock_file(path: Path, wait: bool) -> Any:

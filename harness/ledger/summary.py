@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import _common, floor, paths
-from harness.ledger import results, rows as R
+from harness.ledger import rows as R
+from harness.ledger.results import rows as recorded_rows
 from harness.ledger.rows import RED, Row
 
 
@@ -116,7 +117,7 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
     """The last lines of a run: what each row says, in plain words, what to do next, and this
     machine's rows with what they mean."""
     lines = []
-    rows = results.rows()
+    rows = recorded_rows()
     for r in results:
         row = r["row"]
         what = f"{r['exp']}: {r['status'].upper()}  {row['desc']}"
