@@ -24,6 +24,7 @@ from harness import _common as C
 from harness import run_experiment
 from harness import keep_rule as K
 from harness.ledger import cli, leaderboard, results, rows as R
+from harness.ledger.errors import Refused
 from harness.ledger.record import Record
 from harness.ledger.store import Store
 
@@ -149,7 +150,7 @@ def test_records_written_once_and_results_tsv_made_from_them(tmp_path: Path) -> 
     assert R.best_row(got, "tiny", better="higher")["exp"] == "e001"
     with pytest.raises(C.SetupError, match="never written over"):
         add_record(tmp_path, base)
-    with pytest.raises(C.SetupError, match="status"):  # a status no row may have is no record
+    with pytest.raises(Refused, match="the record's status is not what the store writes"):  # a status no row may have
         add_record(tmp_path, base | {"exp": "e003", "status": "great"})
     assert (tmp_path / "results.tsv").read_text() == after and Store(tmp_path / "records").exps() == ["e001", "e002"]
     store = Store(tmp_path / "records")

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import make_toy, use
 from harness.ledger import results
-from harness.ledger.store import lock_file
+from harness.ledger.store import Store, lock_file
 from harness.wave import main as wave_main
 from test_run_experiment import candidate, git, rows
 

@@ -63,7 +63,8 @@ class Record:
         return cls(**data)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Its fields as records/<exp>.json holds them: a field at its default (None, {}) is left out."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None and v != {} or k == "facts"}
 
     def values(self) -> dict[str, Any]:
         """The row's values (numbers as numbers): what results.tsv's row is made from, the one place."""
