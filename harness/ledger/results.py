@@ -8,7 +8,7 @@ from pathlib import Path
 from harness import _common
 from harness.ledger import git_plumbing
 from harness.ledger.record import record_from_row
-from harness.ledger.rows import COLUMNS, HEADER, LEGACY_COLUMNS, Row, exp_number, row_line
+from harness.ledger.rows import HEADER, Row, exp_number, parse, row_line
 from harness.ledger.store import Store, utc_now
 
 SetupError = _common.SetupError
@@ -39,45 +39,23 @@ def write(store: Store | None = None, path: Path | None = None) -> list[Row]:
 
 
 def read(path: Path | None = None) -> list[Row]:
-    """The rows of a results.tsv file (the one parser); [] when there is none. A damaged line is SetupError."""
+    """The rows of a results.tsv file (rows.parse, the one parser); [] when there is none. A damaged
+    line is SetupError, naming it."""
     path = path or results_path()
     if not path.is_file():
         return []
-    return [row for _, row in _parse(path.read_text(), path)]
+    table, damaged = parse(path.read_text())
+    if damaged:
+        n, _, why = damaged[0]
+        raise SetupError(f"{path} line {n} {why}; `{RESTORE}` writes it again from records/ (git diff {path.name} "
+                         "shows what changed)")
+    return table
 
 
-def _parse(text: str, path: Path) -> list[tuple[str, Row]]:
-    """(line, row) for every row of a results.tsv text; a damaged one raises SetupError naming the line.
-    Legacy rows (16 cells) are only read before the first full one: after it a short line is a cut one."""
-    repair = f"`{RESTORE}` writes it again from records/ (git diff {path.name} shows what changed)"
-    if text and not text.endswith("\n"):
-        raise SetupError(f"{path} line {text.count(chr(10)) + 1} is cut off (no newline at its end: a "
-                         f"half-written line?); " + repair)
-    lines = text.splitlines()
-    header = lines[0].split("\t") if lines else []
-    if header not in (COLUMNS, LEGACY_COLUMNS):
-        raise SetupError(f"{path} does not start with the expected header ({len(COLUMNS)} columns); " + repair)
-    out, full = [], False
-    for n, line in enumerate(lines[1:], 2):
-        cells = line.split("\t")
-        full = full or len(cells) == len(COLUMNS)
-        if len(cells) != len(COLUMNS) and (full or len(cells) != len(LEGACY_COLUMNS)):
-            raise SetupError(f"{path} line {n} has {len(cells)} cells, expected {len(COLUMNS)} "
-                             f"(a cut-off or hand-edited line?); " + repair)
-        out.append((line + "\n", Row(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells))))))
-    return out
-
-
-def _tolerant(text: str | None) -> tuple[dict[str, Row], list[tuple[int, str]]]:
-    """The whole rows of a results.tsv text by exp, and its damaged lines (line number, first cell)."""
-    whole, damaged = {}, []
-    for n, line in enumerate((text or "").splitlines(True)[1:], 2):
-        cells = line.rstrip("\n").split("\t")
-        if line.endswith("\n") and len(cells) in (len(COLUMNS), len(LEGACY_COLUMNS)) and exp_number(cells[0]) >= 0:
-            whole[cells[0]] = Row(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells))))
-        else:
-            damaged.append((n, cells[0] or "empty"))
-    return whole, damaged
+def _by_exp(text: str | None) -> tuple[dict[str, Row], list[tuple[int, str, str]]]:
+    """The whole rows of a results.tsv text by exp, and its damaged lines."""
+    table, damaged = parse(text or "")
+    return {r["exp"]: r for r in table}, damaged
 
 
 def committed_text(path: Path | None = None) -> str | None:
@@ -96,8 +74,8 @@ def _span(exps: list[str]) -> str:
 def missing_records(store: Store, path: Path) -> list[str]:
     """The experiments records/ lacks that git's last commit holds, or a row of results.tsv (the file
     or git's last commit's): a record lost."""
-    current = _tolerant(path.read_text() if path.is_file() else "")[0]
-    want = set(store.committed() or {}) | set(current) | set(_tolerant(committed_text(path))[0])
+    current = _by_exp(path.read_text() if path.is_file() else "")[0]
+    want = set(store.committed() or {}) | set(current) | set(_by_exp(committed_text(path))[0])
     return sorted(want - set(store.exps()), key=exp_number)
 
 
@@ -140,13 +118,13 @@ def restore(store: Store | None = None, path: Path | None = None) -> tuple[list[
     files disagree on, refuse (SetupError) and nothing is written. (restored from git, written as lost)."""
     store, path = store or Store.here(), path or results_path()
     current_text = path.read_text() if path.is_file() else ""
-    current, damaged = _tolerant(current_text)
-    committed_rows = _tolerant(committed_text(path))[0]
+    current, damaged = _by_exp(current_text)
+    committed_rows = _by_exp(committed_text(path))[0]
     restored = [e for e in missing_records(store, path) if e in (store.committed() or {}) and store.restore_from_git(e)]
     for exp in store.lost_sources():
         store.restore_source(exp)
     have = set(store.exps())
-    unrecovered = [f"{path.name} line {n} ({exp})" for n, exp in damaged if exp not in have and exp not in committed_rows]
+    unrecovered = [f"{path.name} line {n} ({exp})" for n, exp, _ in damaged if exp not in have and exp not in committed_rows]
     if unrecovered:
         raise SetupError(f"{unrecovered[0]} is damaged and no commit or record holds that row: repair it by hand")
     orphans = {}

@@ -1,4 +1,4 @@
-"""A results.tsv row: its columns, its cells as text (Row) and the questions asked of a list of rows (the baseline in force, the best keeper, the next exp id)."""
+"""A results.tsv row: its columns, its cells as text (Row), the one parser of results.tsv's text, and the questions asked of a list of rows (the baseline in force, the best keeper, the next exp id). Standard library only: the agent's stop hook loads it by file location."""
 
 from __future__ import annotations
 
@@ -57,6 +57,28 @@ class Row(dict):
         """Seconds for a latency, work per second for a throughput; legacy rows: median_s."""
         value = self.number("metric")
         return value if value is not None else float(self["median_s"])
+
+
+def parse(text: str) -> tuple[list[Row], list[tuple[int, str, str]]]:
+    """results.tsv's one parser: its whole rows, and its damaged lines (line number, first cell, what
+    is wrong). Legacy rows (16 cells) are whole only before the first full one: after it a short
+    line is a cut one; a last line without its newline is cut off mid-write."""
+    lines = text.splitlines(True)
+    header = lines[0].rstrip("\n").split("\t") if lines else COLUMNS
+    if header not in (COLUMNS, LEGACY_COLUMNS):
+        return [], [(1, "header", f"does not start with the expected header ({len(COLUMNS)} columns)")]
+    rows, damaged, full = [], [], False
+    for n, line in enumerate(lines[1:], 2):
+        cells = line.rstrip("\n").split("\t")
+        full = full or len(cells) == len(COLUMNS)
+        if not line.endswith("\n"):
+            damaged.append((n, cells[0] or "empty", "is cut off (no newline at its end: a half-written line?)"))
+        elif len(cells) != len(COLUMNS) and (full or len(cells) != len(LEGACY_COLUMNS)) or exp_number(cells[0]) < 0:
+            damaged.append((n, cells[0] or "empty", f"has {len(cells)} cells, expected {len(COLUMNS)} (a cut-off or "
+                                                    "hand-edited line?)"))
+        else:
+            rows.append(Row(zip(COLUMNS, cells + ["-"] * (len(COLUMNS) - len(cells)))))
+    return rows, damaged
 
 
 def cell(v: Any) -> str:
