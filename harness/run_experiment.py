@@ -42,7 +42,7 @@ Record-file mode, for a GPU machine without .git: --measure-only measures (and p
 would-be keeper, judged against the keeper timed beside it) and writes a JSON record,
 signed with the person's key (harness/ledger/signing.py; give that machine a copy of the key folder
 through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checkout, for a record
-that key signed only, and checks every field of it (read_record_file, validate_record).
+that key signed only, and checks every field of it (read_record_file, record.check_measured).
 --apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's (harness/person.py,
 `auto-optim`): the agent runs experiments only through its door (harness/door.py, request.json), and
 Claude Code's hook lets nothing else out of its sandbox (agent/hooks/guard_frozen.py).
