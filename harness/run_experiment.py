@@ -19,15 +19,15 @@ own (harness/alternate.py), and judged only against it: keep, revert, inconclusi
 the rule harness/keep_rule.py's docstring states (its one statement). A keeper's source becomes
 optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
 else leaves optimize.py at the current keeper: after a revert, an inconclusive run or a failure of
-an edited optimize.py it is put back, the candidate's source kept in its record (python
-auto-optim records source EXP prints it); a --candidate file is never modified. The best or the
+an edited optimize.py it is put back, the candidate's source kept in its record
+(`auto-optim records source EXP` prints it); a --candidate file is never modified. The best or the
 current keeper's own source measured again (on a fresh machine, say) is a `rerun`, with its
 distance from that keeper.
 
-Every attempt appends exactly one row to results.tsv (baseline, keep, revert, inconclusive, rerun,
-gate_fail, crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
-record to records/<exp>.json (the source, every figure, the profile and quality strip of a
-keeper), regenerates leaderboard.md and this machine's progress/<preset>-<machine>.png and adds a
+Every attempt writes exactly one record (harness/ledger/store.py: records/<exp>.json, its source
+once by hash, every figure, the profile and quality strip of a keeper as files beside it), whose
+row results.tsv gains (baseline, keep, revert, inconclusive, rerun, gate_fail, crash, timeout,
+tampered, with the experiment's wall time and the sandbox it ran in), regenerates leaderboard.md and this machine's progress/<preset>-<machine>.png and adds a
 line to PROGRESS.md.
 
 Tamper check: the frozen files (harness/, model/, goals.json) are hashed before and after; a
@@ -35,7 +35,7 @@ change during the run voids it (status `tampered`, nothing kept or committed). A
 start when the frozen files differ from the baseline's.
 
 Locks (runs/; harness/locks.py): one experiment or wave per checkout, one measurement per GPU;
-records.lock: held by apply from reading results.tsv to the last write, so writers that finish
+records.lock: held by apply from reading the records to the last write, so writers that finish
 together stay whole.
 
 Record-file mode, for a GPU machine without .git: --measure-only measures (and profiles a

@@ -168,7 +168,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         if is_baseline:
             status = "baseline"
         else:
-            v = keep_rule.judge_record(rec, goals, best, current, _common.root() / "records",
+            v = keep_rule.judge_record(rec, goals, best, current, store.folder,
                                        R.keepers(rows, preset, gpu))
             status, verdict, reproduced = v.status, v.reason, v.reproduced
     base_row = base if not is_baseline else None

@@ -10,6 +10,7 @@ from harness import _common, floor, paths
 from harness.ledger import rows as R
 from harness.ledger.results import rows as recorded_rows
 from harness.ledger.rows import RED, Row
+from harness.ledger.store import Store
 
 
 def seconds(s: float) -> str:
@@ -135,7 +136,7 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
     row = last["row"]
     if not _common.on_cpu(row["gpu"]):  # the stop rule's floor and profile figures mean nothing on a CPU
         stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"], floor.load_peak(row["gpu"]),
-                                                 _common.load_adapter(goals), _common.root() / "records")
+                                                 _common.load_adapter(goals), Store.here().folder)
         lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
                      else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
     lines.append(next_step(last, goals))
