@@ -21,7 +21,7 @@ from typing import Any
 from harness import _common
 from harness import keep_rule, nofollow
 from harness.goals import Goals
-from harness.ledger import git_plumbing, leaderboard, results, rows as R
+from harness.ledger import git_plumbing, leaderboard, results, rows as R, signing
 from harness.ledger.errors import Refused
 from harness.ledger.git_plumbing import CommitFailed
 from harness.ledger.record import FIELDS, Record, check_measured
@@ -144,6 +144,10 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         raise Refused(f"{e}; nothing recorded") from None
     store = Store.here()
     results.check_complete(store)
+    try:  # the key that will sign the record: unusable (hidden by a sandbox), nothing is changed yet
+        signing.sign({})
+    except OSError as e:
+        raise Refused(f"the record-signing key {signing.key_path()} cannot be used ({e}); nothing recorded") from None
     rows = results.rows(store)
     preset = rec["preset"]
     f = rec.get("facts") or {}
