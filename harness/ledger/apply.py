@@ -232,8 +232,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         leaderboard.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
     except nofollow.NotPlain as e:  # the row and its record are written: the journal line alone is left out
         print(f"run_experiment: no log line for {exp} in PROGRESS.md: {e}", file=sys.stderr)
-    written = [results.results_path(), leaderboard.leaderboard_path(), leaderboard.progress_path(), record,
-               *([store.source_path(entry.source_sha256)] if entry.source_sha256 else [])]
+    written = [results.results_path(), leaderboard.leaderboard_path(), leaderboard.progress_path(), *store.files()]
     if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
         print(f"run_experiment: keeper {exp} has no profile in its record; "
               f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)

@@ -44,6 +44,11 @@ class Store:
         files = self.folder.glob("e*.json") if self.folder.is_dir() else []
         return sorted((f.stem for f in files if exp_number(f.stem) >= 0), key=exp_number)
 
+    def files(self) -> list[Path]:
+        """Every record and stored source: what a record commit takes (the reverts' since the last one too)."""
+        sources = sorted((self.folder / "sources").glob("*.py")) if (self.folder / "sources").is_dir() else []
+        return [self.path(exp) for exp in self.exps()] + sources
+
     def has(self, exp: str) -> bool:
         return self.path(exp).is_file()
 
