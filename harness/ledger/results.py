@@ -83,7 +83,8 @@ def check_complete(store: Store | None = None, path: Path | None = None) -> None
     """Before a record is written: refuse (SetupError, one line, nothing recorded) when records/ lacks a
     record git's last commit or a row of results.tsv holds (a run would number its record from the gap:
     the next exp is the store's), when it holds a record that neither git's last commit holds as it is
-    nor this machine's key signed (one the harness did not write), and when results.tsv says other than
+    nor this machine's key signed (one the harness did not write; without git, as before the store,
+    records are taken as they are: the person's copy on a GPU machine), and when results.tsv says other than
     records/ (a hand edit: the next write would drop it). A results.tsv that lacks rows is no loss:
     the next record writes it whole."""
     store, path = store or Store.here(), path or results_path()
@@ -97,8 +98,9 @@ def check_complete(store: Store | None = None, path: Path | None = None) -> None
     if sources:
         raise SetupError(f"records/sources/ lacks the source of {_common.plural(len(sources), 'record')} ({_span(sources)}) "
                          f"that git's last commit holds; nothing recorded. Restore them with `{RESTORE}`, then run again")
-    committed = store.committed() or {}
-    stray = [e for e in store.exps() if not store.unchanged_since_commit(e, committed) and not store.signed(e)]
+    committed = store.committed()  # None without git (a GPU machine's copy): nothing to tell a record by
+    stray = [] if committed is None else [e for e in store.exps() if not store.unchanged_since_commit(e, committed)
+                                          and not store.signed(e)]
     if stray:
         raise SetupError(f"records/{stray[0]}.json is neither as git's last commit holds it nor signed with this "
                          f"person's key: the harness did not write it; nothing recorded. Put it back (git checkout "

@@ -2,7 +2,7 @@
 
 `auto-optim measure --record-out` signs the record file it writes; `auto-optim apply` records only
 a file whose signature this key verifies. The store (store.py) signs every records/<exp>.json it
-writes, and a record that git's last commit does not hold as it is must verify (results.py
+writes, and in a git checkout a record that its last commit does not hold as it is must verify (results.py
 check_complete): one the harness did not write is refused. The key is 32 random bytes made once per person, kept
 outside the repository, where the agent's Bash sandbox cannot read it (.claude/settings.json
 `sandbox.filesystem.denyRead`, and a `Read(...)` deny rule for Claude's file tools), and which the
