@@ -13,7 +13,7 @@ makes that whole folder read-only. So every protected path is listed literally f
 folder, and the glob rules are added for the file tools; a folder the agent makes during a session
 can still hold a CLAUDE.md or .gitattributes its bash sandbox lets it write (Claude Code loads a
 nested CLAUDE.md into the context when a file beside it is read). The harness ignores them (git
-plumbing with filters off: harness/git_plumbing.py), and the agent's door refuses to run
+plumbing with filters off: harness/ledger/git_plumbing.py), and the agent's door refuses to run
 while one that git does not track lies outside the protected paths (stray_configuration).
 
 Standard library only: the hooks load it (agent/hooks/_hooklib.py), and so does the harness
@@ -53,7 +53,7 @@ FOLDERS = {"harness", "agent", ".claude", ".git", ".venv", "venv", "scripts", "t
 # its asset), its reference and the pool. An agent that read the seed could write it into the
 # candidate, which would rebuild the input and decode it before the clock starts.
 TARGET_SECRETS = ("assets",)
-KEY_DIR = "~/.config/auto-optim"  # harness/signing.py's default key_dir()
+KEY_DIR = "~/.config/auto-optim"  # harness/ledger/signing.py's default key_dir()
 
 # Where the agent writes the variants of a wave (harness/wave.py): beside the candidate, writable.
 CANDIDATES_DIR = "candidates"

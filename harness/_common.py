@@ -189,7 +189,7 @@ def atomic_write(path: Path, data: bytes | str, exclusive: bool = False) -> None
 def env_info(device: str, ranks: int = 1) -> dict[str, Any]:
     """GPU name and versions, printed beside every number. A worker group of `ranks` processes
     (one a GPU) is a machine of its own: "2x NVIDIA H100 80GB HBM3", so its rows are compared
-    with its own kind only (records.py matches rows by preset and gpu)."""
+    with its own kind only (ledger/rows.py matches rows by preset and gpu)."""
     machine = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
     info = {
         "device": device,

@@ -43,7 +43,8 @@ if str(CHECKOUT) not in sys.path:
     sys.path.append(str(CHECKOUT))  # `python harness/door.py`; the console script finds the package installed
 from harness import paths, request as schema  # noqa: E402
 from harness.goals import GOALS_ENV  # noqa: E402
-from harness import git_plumbing, nofollow  # noqa: E402
+from harness import nofollow  # noqa: E402
+from harness.ledger import git_plumbing  # noqa: E402
 from harness.paths import agent_policy  # noqa: E402
 from harness.interpreter import untrusted_python  # noqa: E402
 

@@ -221,20 +221,21 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
 def verdict_for_rows(rows: list[dict[str, str]], goals: dict[str, Any], preset: str, gpu: str,
                      peak: dict[str, Any] | None, adapter: Any, records_dir: Path) -> tuple[bool, list[str], str | None]:
     """The stop rule for the best row of (preset, gpu), from results.tsv rows and its record."""
-    from harness import records
+    from harness.ledger import rows as R
+    from harness.ledger.store import Store
 
     better = as_goals(goals).better
-    best = records.best_row(rows, preset, gpu, better)
+    best = R.best_row(rows, preset, gpu, better)
     if best is None:
         return False, ["no measured row on this machine yet"], None
     mine = [r for r in rows if r.get("preset") == preset and r.get("gpu") == gpu]
     after = mine[mine.index(best) + 1:]
     attempts = sum(1 for r in after if r["status"] not in ("baseline", "rerun"))
     try:
-        rec = json.loads((records_dir / f"{best['exp']}.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        rec = Store(records_dir).read(best["exp"]).to_json()
+    except _common.SetupError:  # no record, or one that cannot be read: the row's figures
         rec = {}
-    facts = dict(rec.get("facts") or {"median_s": records.Row.of(best).median_s})
+    facts = dict(rec.get("facts") or {"median_s": R.Row.of(best).median_s})
     if facts.get("executed_flops") is not None and "claims" not in facts:  # an older record: its count is a claim too
         facts["claims"] = {"executed_flops": facts.pop("executed_flops")}
     if facts.get("floor_s") is None:  # recorded before the machine was probed, or before floors
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         adapter = _common.load_adapter(goals)
         device = a.device or _common.default_device()
         if a.verdict:
-            from harness import records
+            from harness.ledger import results
 
             preset = _common.pick_preset(goals, a.preset, device)
             gpu = _common.env_info(device)["gpu"]
@@ -271,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                               f"the stop rule, and floor.py changes nothing; run floor.py --verdict on the GPU machine"],
                              {"stop": False, "best": None, "reasons": ["a CPU has no floor"]})
                 return 0
-            stop, why, exp = verdict_for_rows(records.read_rows(), goals, preset, gpu, load_peak(gpu), adapter,
+            stop, why, exp = verdict_for_rows(results.rows(), goals, preset, gpu, load_peak(gpu), adapter,
                                               _common.root() / "records")
             verdict_text = ("STOP (on the candidate's own FLOP count and profile, with the harness's busy sample: "
                             "a person confirms before the loop ends)" if stop else "not yet")

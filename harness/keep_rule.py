@@ -37,7 +37,7 @@ calls (slowest over fastest, minus one), the spread a run prints):
                 measures now is trusted (a first run's baseline, measured in the same run, has no
                 earlier row). Not kept, and never "slower by X%": "inconclusive: not kept, run again
                 on a quieter machine". The candidate file is restored as after a revert; the
-                candidate's source stays in its record (python harness/records.py source EXP).
+                candidate's source stays in its record (auto-optim records source EXP).
   A candidate that was not timed beside the current keeper is inconclusive too (the keeper failed
   beside it, or its source is nowhere), never judged against a figure recorded at another time. One
   timed beside an earlier keeper (a wave's member, after another member was kept) is judged against
@@ -50,7 +50,6 @@ calls (slowest over fastest, minus one), the spread a run prints):
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -58,7 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.goals import as_goals
-from harness.row import Row
+from harness._common import SetupError
+from harness.ledger.rows import Row
 
 CONFIDENCE = 0.95     # the interval printed and used, where the pairs allow it (below: the most they allow)
 MIN_PAIRS = 6         # the fewest pairs whose widest interval reaches CONFIDENCE (1 - 2/2^6 = 96.9%)
@@ -246,7 +246,7 @@ def _memory_missed(fit: dict[str, Any] | None, memory_gb: float | None) -> str:
 # --- from results.tsv rows and records to judge()'s arguments ------------------------------------
 
 def keeper_of(row: dict[str, Any] | None) -> Keeper | None:
-    """A results.tsv row (records.Row), or the first run's baseline not yet a row, as a Keeper."""
+    """A results.tsv row (rows.Row), or the first run's baseline not yet a row, as a Keeper."""
     if row is None:
         return None
     metric = row.get("metric")
@@ -275,9 +275,10 @@ def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], keeper: dict[str, A
         return None
     theirs = keeper.get("warmup_s")  # a baseline measured in this same run has no record yet
     if theirs is None and records is not None:
+        from harness.ledger.store import Store  # records/ is the store's to read
         try:
-            theirs = json.loads((records / f"{keeper['exp']}.json").read_text())["facts"]["warmup_s"]
-        except (OSError, ValueError, KeyError, TypeError):
+            theirs = Store(records).read(keeper["exp"]).facts.get("warmup_s")
+        except SetupError:  # no record, or one that cannot be read
             theirs = None
     paired = facts.get("paired") or {}
     if theirs is None and not paired.get("keeper_warmup_s"):

@@ -13,14 +13,15 @@ import re
 import sys
 from typing import Any, Iterator
 
-from harness import _common, records
-from harness.records import Refused
+from harness import _common
+from harness.ledger.errors import Refused
+from harness.ledger.store import lock_file
 
 
 def acquire_lock() -> Any:
     """One experiment (or one wave, harness/wave.py) at a time per checkout: a second one refuses
     at once instead of measuring beside the first (both numbers would be wrong)."""
-    f = records.lock_file(_common.root() / "runs" / "run_experiment.lock", wait=False)
+    f = lock_file(_common.root() / "runs" / "run_experiment.lock", wait=False)
     if isinstance(f, str):
         raise Refused(f"another experiment is running in this checkout ({f}); wait for it to finish")
     return f
@@ -46,9 +47,9 @@ def device_lock(gpus: int = 1) -> Iterator[None]:
     with contextlib.ExitStack() as held:
         for slot in sorted(device_slots(gpus)):
             path = _common.root() / "runs" / f"device_{slot}.lock"
-            f = records.lock_file(path, wait=False)
+            f = lock_file(path, wait=False)
             if isinstance(f, str):
                 print(f"run_experiment: GPU {slot} is measuring ({f}); waiting for it", file=sys.stderr)
-                f = records.lock_file(path, wait=True)
+                f = lock_file(path, wait=True)
             held.enter_context(f)
         yield

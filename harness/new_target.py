@@ -40,7 +40,8 @@ import sys
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import _common, records  # noqa: E402
+from harness import _common  # noqa: E402
+from harness.ledger.rows import HEADER  # noqa: E402
 
 GOALS = {
     "target": "{name}",
@@ -178,10 +179,10 @@ To let the agent work on it, make it the default: `[tool.auto-optim] target = "{
 
 # The folders the harness writes in (and candidates/, the agent's), each with a README.md so git keeps it.
 FOLDERS = {"candidates": "The variants of a wave: the agent writes them here (harness/wave.py).",
-           "records": "One signed record a row of results.tsv (harness/record_file.py).",
+           "records": "One signed record an experiment (harness/ledger/store.py); results.tsv is made from them.",
            "profiles": "Profiles of the candidates (harness/profile.py).",
-           "quality": "Quality pictures of the rows (harness/plots.py).",
-           "progress": "Progress plots, one a preset and machine (harness/plots.py)."}
+           "quality": "Quality pictures of the rows (harness/ledger/plots.py).",
+           "progress": "Progress plots, one a preset and machine (harness/ledger/plots.py)."}
 
 
 def package_name(name: str) -> str:
@@ -203,7 +204,7 @@ def scaffold(name: str, folder: Path) -> list[Path]:
              f"{package}/target.py": ADAPTER.format(name=name),
              "README.md": README.format(name=name, package=package, dir=shown),
              ".gitignore": "assets/\nruns/\n__pycache__/\n",
-             "results.tsv": records.HEADER,
+             "results.tsv": HEADER,
              "PROGRESS.md": f"# Target {name}: the journal\n\nWhat was tried, what was measured, what comes next.\n",
              **{f"{d}/README.md": f"{what}\n" for d, what in FOLDERS.items()}}
     for rel, text in files.items():

@@ -8,7 +8,7 @@ Usage:
     auto-optim settings [--check]                (write .claude/settings.json from agent/policy.py)
 
 Each verb is the tool of the same job (`run`, `measure` and `apply` are harness/run_experiment.py,
-the others harness/<verb>.py, `records` harness/records.py); `python harness/<tool>.py` stays an alias
+the others harness/<verb>.py, `records` harness/ledger/cli.py); `python harness/<tool>.py` stays an alias
 for scripts, GPU plans and tests. The agent has its own door, `auto-optim-agent` (harness/door.py),
 which takes no argument and has none of these powers: applying a record, measuring into a file,
 re-baselining, running a candidate unsandboxed.
@@ -47,7 +47,7 @@ POWERS = {
 }
 TOOLS = {"run": "run_experiment", "measure": "run_experiment", "apply": "run_experiment", "wave": "wave",
          "verify": "verify", "bench": "bench", "profile": "profile", "floor": "floor", "prepare": "prepare",
-         "records": "records"}
+         "records": "ledger.cli"}
 CLAUDE_VARIABLES = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "SANDBOX_RUNTIME")
 
 

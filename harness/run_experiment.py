@@ -19,15 +19,15 @@ own (harness/alternate.py), and judged only against it: keep, revert, inconclusi
 the rule harness/keep_rule.py's docstring states (its one statement). A keeper's source becomes
 optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
 else leaves optimize.py at the current keeper: after a revert, an inconclusive run or a failure of
-an edited optimize.py it is put back, the candidate's source kept in its record (python
-harness/records.py source EXP prints it); a --candidate file is never modified. The best or the
+an edited optimize.py it is put back, the candidate's source kept in its record
+(`auto-optim records source EXP` prints it); a --candidate file is never modified. The best or the
 current keeper's own source measured again (on a fresh machine, say) is a `rerun`, with its
 distance from that keeper.
 
-Every attempt appends exactly one row to results.tsv (baseline, keep, revert, inconclusive, rerun,
-gate_fail, crash, timeout, tampered) with the experiment's wall time and the sandbox it ran in, writes its
-record to records/<exp>.json (the source, every figure, the profile and quality strip of a
-keeper), regenerates leaderboard.md and this machine's progress/<preset>-<machine>.png and adds a
+Every attempt writes exactly one record (harness/ledger/store.py: records/<exp>.json, its source
+once by hash, every figure, the profile and quality strip of a keeper as files beside it), whose
+row results.tsv gains (baseline, keep, revert, inconclusive, rerun, gate_fail, crash, timeout,
+tampered, with the experiment's wall time and the sandbox it ran in), regenerates leaderboard.md and this machine's progress/<preset>-<machine>.png and adds a
 line to PROGRESS.md.
 
 Tamper check: the frozen files (harness/, model/, goals.json) are hashed before and after; a
@@ -35,14 +35,14 @@ change during the run voids it (status `tampered`, nothing kept or committed). A
 start when the frozen files differ from the baseline's.
 
 Locks (runs/; harness/locks.py): one experiment or wave per checkout, one measurement per GPU;
-records.lock: held by apply from reading results.tsv to the last write, so writers that finish
+records.lock: held by apply from reading the records to the last write, so writers that finish
 together stay whole.
 
 Record-file mode, for a GPU machine without .git: --measure-only measures (and profiles a
 would-be keeper, judged against the keeper timed beside it) and writes a JSON record,
-signed with the person's key (harness/signing.py; give that machine a copy of the key folder
+signed with the person's key (harness/ledger/signing.py; give that machine a copy of the key folder
 through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checkout, for a record
-that key signed only, and checks every field of it (read_record_file, validate_record).
+that key signed only, and checks every field of it (read_record_file, record.check_measured).
 --apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's (harness/person.py,
 `auto-optim`): the agent runs experiments only through its door (harness/door.py, request.json), and
 Claude Code's hook lets nothing else out of its sandbox (agent/hooks/guard_frozen.py).
@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import re
 import shutil
@@ -72,14 +71,16 @@ from harness import paths, _common  # noqa: E402
 from harness.phases import phase  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
-from harness import records  # noqa: E402
 from harness import snapshot  # noqa: E402
-from harness import git_plumbing  # noqa: E402
+from harness.ledger import git_plumbing, rows as R  # noqa: E402
 from harness.locks import acquire_lock, device_lock, device_slot  # noqa: E402
-from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
+from harness.ledger.apply import apply, check_committed, check_frozen, git_repo  # noqa: E402
+from harness.ledger.errors import Refused  # noqa: E402
+from harness.ledger.results import check_complete, rows as recorded_rows  # noqa: E402
+from harness.ledger.store import Store, utc_now  # noqa: E402
+from harness.ledger.summary import summary  # noqa: E402
 from harness.prepare import DISK_ERRORS, disk_error  # noqa: E402
-from harness.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
-from harness.records import Refused  # noqa: E402
+from harness.ledger.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parent
 BASELINE = HARNESS / "baselines" / "fp32_eager.py"
@@ -118,18 +119,18 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
         raise Refused(str(e)) from None
     device = a.device or _common.default_device()
     preset = _common.pick_preset(goals, a.preset, device)
-    rows = records.read_rows()
+    rows = recorded_rows()
     gpu = _common.env_info(device, goals.presets[preset].ranks)["gpu"]
     frozen = _common.frozen_files()
     fh = _common.frozen_hash(frozen)
     code = code_files(frozen)
-    base = records.baseline_row(rows, preset, gpu)
+    base = R.baseline_row(rows, preset, gpu)
     first = a.rebaseline or base is None
     if not first:
         check_frozen(base, fh)
     better = goals.better
-    best = None if first else records.best_row(rows, preset, gpu, better)
-    current = None if first else records.current_row(rows, preset, gpu)
+    best = None if first else R.best_row(rows, preset, gpu, better)
+    current = None if first else R.current_row(rows, preset, gpu)
     keeper_dir = None
     if first:
         keeper = BASELINE
@@ -140,7 +141,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
         if keeper is None:
             raise Refused(f"the current keeper {current['exp']}'s source is in neither records/{current['exp']}.json nor "
                           f"its commit {current['commit']}, so the candidate cannot be timed beside it; restore records/ "
-                          f"(python harness/records.py restore), or (a person) start a new comparison with --rebaseline")
+                          f"(auto-optim records restore), or (a person) start a new comparison with --rebaseline")
     t0 = time.perf_counter()
     try:
         recs = _measure_files(a, goals, preset, device, fh, keeper, cand, first, (best, current))
@@ -186,10 +187,9 @@ def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[
 
 def _recorded_source(exp: str) -> str | None:
     try:
-        source = json.loads((_common.root() / "records" / f"{exp}.json").read_text())["source"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return Store.here().source(exp)
+    except _common.SetupError:
         return None
-    return source if isinstance(source, str) else None
 
 
 def code_files(frozen: dict[str, str]) -> dict[str, str]:
@@ -233,7 +233,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
         raise Refused(str(e)) from None
 
     def new_rec(path: Path, desc: str, is_baseline: bool) -> dict[str, Any]:
-        return {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": records.utc_now(),
+        return {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": utc_now(),
                 "rebaseline": is_baseline, "candidate_file": str(path), "profile_md": None, "profile": None,
                 "strip_png": None, "gpu_index": device_slot()}
 
@@ -357,7 +357,7 @@ def quality_strip_b64(s: Any, out: Any, desc: str, facts: dict[str, Any]) -> str
     if out is None or not hasattr(s.adapter, "frames"):
         return None
     try:
-        from harness import plots  # lazy: matplotlib inside
+        from harness.ledger import plots  # lazy: matplotlib inside
         from harness.verify import worst_frame
 
         f = worst_frame(s.adapter, out, s.bench_ref.cpu(), s.goals["gate"])
@@ -431,7 +431,7 @@ def run(a: argparse.Namespace) -> int:
             if a.record_out:
                 check_record_out(a.record_out)
             if not a.measure_only:
-                records.check_complete()  # before minutes of measuring: apply checks again under its lock
+                check_complete()  # before minutes of measuring: apply checks again under its lock
             preset = _common.pick_preset(goals, a.preset, a.device or _common.default_device())
             with device_lock(goals.presets[preset].ranks):
                 recs = measure(a, goals)
@@ -457,7 +457,7 @@ def run(a: argparse.Namespace) -> int:
     except OSError as e:  # the disk or its permissions (records, results.tsv, a keeper's copy): not the candidate's
         if e.errno not in DISK_ERRORS:
             raise
-        why = (f"{disk_error(e)}; the rows recorded before it stay (python harness/records.py restore puts back "
+        why = (f"{disk_error(e)}; the rows recorded before it stay (auto-optim records restore puts back "
                f"what a half-written experiment left out of results.tsv or records/)")
         print(f"run_experiment: {why}", file=sys.stderr)
         _common.emit([f"REFUSED: {why}"], {"status": "refused", "reason": why})

@@ -50,7 +50,8 @@ from typing import Any
 import torch
 
 from harness import _common
-from harness import cgroup, landlock, replies, sandbox, signing, snapshot, worker_process
+from harness import cgroup, landlock, replies, sandbox, snapshot, worker_process
+from harness.ledger import signing
 from harness.measuring import Measuring
 from harness.memory_limit import Ballast
 from harness.assets import strict_fp32
@@ -232,7 +233,7 @@ class Session(Measuring):
 
     def _hidden(self) -> list[Path]:
         """What the worker may never read: the inputs, references and pool, and the key that signs
-        records (harness/signing.py)."""
+        records (harness/ledger/signing.py)."""
         return [*_common.secret_paths(self.goals), *signing.key_dirs()]
 
     def __exit__(self, *exc: Any) -> None:

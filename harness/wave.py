@@ -51,7 +51,9 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import paths, _common  # noqa: E402
-from harness import records  # noqa: E402
+from harness.ledger import rows as R  # noqa: E402
+from harness.ledger.results import check_complete, rows as recorded_rows  # noqa: E402
+from harness.ledger.store import utc_now  # noqa: E402
 from harness import keep_rule, locks, run_experiment  # noqa: E402
 from harness import process  # noqa: E402
 from harness import snapshot  # noqa: E402
@@ -155,7 +157,7 @@ def made_here(m: dict[str, Any], like: dict[str, Any], gpu_name: str) -> dict[st
     """The record of a member whose measuring process left none: a red row, like any failure."""
     status, reason = m["failure"]
     return {"desc": m["desc"], "preset": like["preset"], "device": like["device"], "frozen_hash": like["frozen_hash"],
-            "timestamp": records.utc_now(), "rebaseline": False, "candidate_file": str(m["path"]), "source": m["source"],
+            "timestamp": utc_now(), "rebaseline": False, "candidate_file": str(m["path"]), "source": m["source"],
             "candidate_sha": _common.sha256_bytes(m["source"].encode())[:16], "facts": {"gpu": gpu_name},
             "outcome": status, "reason": reason, "wall_s": m["wall_s"], "gpu_index": m["gpu"],
             "profile_md": None, "strip_png": None}
@@ -194,9 +196,9 @@ def fairness(measured: list[tuple[str, str, list[float]]], noise: float) -> list
 def wave_keepers(recorded: list[dict[str, Any]], preset: str, goals: dict[str, Any]) -> tuple[Any, Any]:
     """(best, current): the keepers the members were timed beside, as results.tsv now holds them
     (after a first wave's baseline is recorded)."""
-    rows = records.read_rows()
+    rows = recorded_rows()
     gpu = next((r["facts"]["gpu"] for r in recorded if r.get("facts", {}).get("gpu")), None)
-    return records.best_row(rows, preset, gpu, goals.better), records.current_row(rows, preset, gpu)
+    return R.best_row(rows, preset, gpu, goals.better), R.current_row(rows, preset, gpu)
 
 
 def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
@@ -210,7 +212,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
             raise run_experiment.Refused(f"candidate file not found: {f}") from None
         except snapshot.nofollow.NotPlain as e:
             raise run_experiment.Refused(str(e)) from None
-    records.check_complete()  # before minutes of measuring, as run_experiment does: apply checks again
+    check_complete()  # before minutes of measuring, as run_experiment does: apply checks again
     slots = gpu_slots(a, device, len(files))
     if not slots:
         raise run_experiment.Refused("no GPU to measure on (pass --gpus, or --device cpu)")

@@ -367,7 +367,7 @@ def environment(goals: Any, scratch: str, gpu_uuids: list[str]) -> dict[str, str
 def main() -> int:
     """`python -m harness.worker_process [CANDIDATE]`: print the policy a sandboxed worker of this
     project gets on this machine (its GPUs: the first CUDA device, where there is one)."""
-    from harness import signing
+    from harness.ledger import signing
 
     goals = _common.load_goals()
     candidate = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else _common.root() / goals["candidate"]

@@ -21,7 +21,7 @@
 # $PLAN_CANDIDATES (a bench of one of them after a later line's keep rewrote optimize.py).
 # A plan longer than one device call: scripts/gpu_background.sh starts and polls it.
 #
-# The signing key. Every record is signed with the person's key (harness/signing.py), and --apply
+# The signing key. Every record is signed with the person's key (harness/ledger/signing.py), and --apply
 # in the checkout records only what that key signed. Give this machine a copy of the key folder and
 # point AUTO_OPTIM_KEY_DIR at it (or put it at ~/.config/auto-optim here), e.g.
 #   scp -r ~/.config/auto-optim gpu:auto-optim-key && ssh gpu 'cd repo && AUTO_OPTIM_KEY_DIR=~/auto-optim-key bash scripts/gpu_session.sh OUT PLAN'
@@ -38,9 +38,9 @@ root=$(python3 -c 'from harness import paths; print(paths.goals_path().parent)')
 export PYTHONUNBUFFERED=1
 log() { echo "[$(date +%T)] $*"; }
 
-key=$(python3 -c 'from harness import signing; print(signing.key_path())')
+key=$(python3 -c 'from harness.ledger import signing; print(signing.key_path())')
 [ -s "$key" ] || { echo "gpu_session: no record-signing key at $key: copy your key folder to this machine and set" \
-  "AUTO_OPTIM_KEY_DIR to it (on the machine you apply on: python3 -c 'from harness import signing; signing.sign({})')" >&2; exit 2; }
+  "AUTO_OPTIM_KEY_DIR to it (on the machine you apply on: python3 -c 'from harness.ledger import signing; signing.sign({})')" >&2; exit 2; }
 log "records signed with the key in $(dirname "$key")"
 
 log "assets"

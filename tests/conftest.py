@@ -44,7 +44,7 @@ GOALS_ENV = "AUTO_OPTIM_GOALS"  # harness/_common.py's GOALS_ENV, without import
 from harness import target as _target  # noqa: E402 - stdlib only: no torch yet
 
 _target.use(VAE)  # `import model`, `from integrations import ...` in the tests: the worked example's
-# The record-signing key (harness/signing.py) of this test run: never the person's own.
+# The record-signing key (harness/ledger/signing.py) of this test run: never the person's own.
 os.environ["AUTO_OPTIM_KEY_DIR"] = tempfile.mkdtemp(prefix="auto-optim-test-key-")
 # torch's OpenMP threads sleep when they run out of work instead of spinning for it first (GNU
 # OpenMP's default): the suite runs two pytest workers (and their harness processes and sandboxed
@@ -185,6 +185,25 @@ def use(ws: Path) -> Iterator[Path]:
             os.environ.pop(GOALS_ENV, None)
         else:
             os.environ[GOALS_ENV] = saved
+
+
+def rows_of(*rows: dict) -> list:
+    """Rows as the harness reads them (harness/ledger/rows.py Row): every column, each value its cell's text."""
+    from harness.ledger.rows import COLUMNS, Row, cell
+
+    return [Row({c: cell(r.get(c)) for c in COLUMNS}) for r in rows]
+
+
+def add_record(folder: Path, row: dict) -> list:
+    """Record an experiment that only a row says (the store's record made from it: record_from_row),
+    in folder/records, and write folder/results.tsv from the store; its rows."""
+    from harness.ledger import results
+    from harness.ledger.record import record_from_row
+    from harness.ledger.store import Store
+
+    store = Store(folder / "records")
+    store.write(record_from_row(rows_of(row)[0], migrated={"from": "a test's row"}))
+    return results.write(store, folder / "results.tsv")
 
 
 # The machine's peak probe (assets/peak-*.json) per adapter, as this process first made it: the

@@ -3,7 +3,7 @@
 The agent's side of these (the guard refuses --apply and --record-out to it, the sandbox hides the
 key) is in tests/test_hooks.py and tests/test_claude_code_e2e.py; here the harness's own checks,
 which hold for a person's command too: `--apply` records only what this person's key signed
-(harness/signing.py), checks every field it uses, and takes no path from a record; a harness tool
+(harness/ledger/signing.py), checks every field it uses, and takes no path from a record; a harness tool
 refuses to start from a Python environment inside the project.
 """
 
@@ -20,8 +20,7 @@ import pytest
 
 from conftest import make_toy
 from harness import _common as C
-from harness import records as R
-from harness import signing
+from harness.ledger import results, signing
 from test_run_experiment import run_here
 
 
@@ -79,7 +78,7 @@ def ws(tmp_path: Path, key_dir: Path) -> Path:
 def refused(ws: Path, *args: str) -> str:
     rc, facts, out = run_here(ws, *args)
     assert rc == 2 and facts["status"] == "refused", out
-    assert not (ws / "results.tsv").exists() or R.read_rows(ws / "results.tsv") == []
+    assert not (ws / "results.tsv").exists() or results.read(ws / "results.tsv") == []
     return facts["reason"]
 
 
@@ -93,7 +92,7 @@ def test_apply_records_only_what_this_key_signed(ws: Path, tmp_path: Path):
     signed = write(tmp_path / "rec.json", [rec], signing.sign({"experiments": [rec]}))
     rc, facts, out = run_here(ws, "--apply", str(signed))
     assert rc == 0 and facts["status"] == "baseline", out
-    assert [r["desc"] for r in R.read_rows(ws / "results.tsv")] == ["baseline from the GPU machine"]
+    assert [r["desc"] for r in results.read(ws / "results.tsv")] == ["baseline from the GPU machine"]
 
 
 @pytest.mark.parametrize("change, field", [

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import signing
+from harness.ledger import signing
 
 REPO = Path(__file__).resolve().parent.parent
 DOOR_ENV = {"TOY_DELAY_S": "0.3"}

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOY, make_assets, use
-from harness import records as R
+from conftest import TOY, add_record, make_assets, use
+from harness.ledger import results
+from harness.ledger.store import Store
 from harness.session import Session
 from test_run_experiment import run_here
 
@@ -60,11 +61,9 @@ def slow_toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                                                        "worker_env": [*goals["worker_env"], "SLOW_LOAD_S"]}))
     make_assets(ws)
     with use(ws):
-        R.append_row({"exp": "e001", "status": "baseline", "median_s": 0.05, "metric": 0.05, "spread_s": 0.001,
-                      "preset": "tiny", "gpu": C.env_info("cpu")["gpu"], "frozen_hash": C.frozen_hash(),
-                      "candidate_sha": C.sha256_bytes(BASELINE.read_bytes())[:16], "desc": "baseline"}, ws / "results.tsv")
-    (ws / "records").mkdir()
-    (ws / "records" / "e001.json").write_text(json.dumps({"exp": "e001", "status": "baseline"}))
+        add_record(ws, {"exp": "e001", "status": "baseline", "median_s": 0.05, "metric": 0.05, "spread_s": 0.001,
+                        "preset": "tiny", "gpu": C.env_info("cpu")["gpu"], "frozen_hash": C.frozen_hash(),
+                        "candidate_sha": C.sha256_bytes(BASELINE.read_bytes())[:16], "desc": "baseline"})
     monkeypatch.setenv("SLOW_LOAD_S", str(LOAD_S))
     return ws
 
@@ -99,5 +98,5 @@ def test_a_broken_candidate_is_a_crash_in_seconds(slow_toy: Path, monkeypatch: p
     assert begun == ["optimize.py"], begun  # the keeper was never built nor warmed up beside it
     facts = json.loads((ws / "records" / f"{f['exp']}.json").read_text())["facts"]
     assert facts["worker_load_s"] < LOAD_S, facts  # its worker's start: torch and its import, no model
-    assert [r["status"] for r in R.read_rows(ws / "results.tsv")] == ["baseline", "crash", "crash"]
-    assert json.loads((ws / "records" / "e002.json").read_text())["source"] == SYNTAX  # on record, as any crash
+    assert [r["status"] for r in results.read(ws / "results.tsv")] == ["baseline", "crash", "crash"]
+    assert Store(ws / "records").source("e002") == SYNTAX  # on record, as any crash

@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 from conftest import make_toy
-from harness import bench, floor, ledger, records as R
+from harness import _common, bench, floor
+from harness.ledger import results, summary
 from harness import keep_rule as K
 from test_run_experiment import MEDIUM, candidate, git, run
 
@@ -59,11 +60,11 @@ def test_first_run_reads_honestly(tmp_path: Path) -> None:
     assert [ln.split()[:2] for ln in human[rows_at + 1:rows_at + 3]] == [["e001", "baseline"], ["e002", "keep"]], human
     assert human[-2].strip().startswith("baseline: the frozen model") and human[-1].strip().startswith("keep: faster"), human
     assert "written for a GPU" not in out and "within the noise" not in out
-    cpu_png = ws / "progress" / f"tiny-{R._common.slug(f['gpu'])}.png"
+    cpu_png = ws / "progress" / f"tiny-{_common.slug(f['gpu'])}.png"
     assert cpu_png.read_bytes().startswith(b"\x89PNG") and gpu_png.read_bytes() == b"the GPU's picture"
     assert "progress/full-nvidia" not in git(ws, "log", "--name-only", "--format=")  # not committed over either
     assert not (ws / "progress.png").exists()
-    row = R.read_rows(ws / "results.tsv")[1]
+    row = results.read(ws / "results.tsv")[1]
     assert row["commit"] == medium_commit  # the commit that holds its code, not the record commit before it
     board = (ws / "leaderboard.md").read_text()
     assert board.count("| median (s) |") == 1 and "| median_s |" not in board  # one median column, not two
@@ -71,8 +72,8 @@ def test_first_run_reads_honestly(tmp_path: Path) -> None:
 
 def test_a_spread_reads_in_plain_digits() -> None:
     """A quiet machine's calls can spread by less than 0.1 ms: no 9.444e-05 s on the row's line."""
-    assert ledger.seconds(9.444e-05) == "0.094 ms" and ledger.seconds(0.01234) == "0.01234 s"
-    assert ledger.seconds(1.5) == "1.5 s" and ledger.seconds(0.0) == "0 ms"
+    assert summary.seconds(9.444e-05) == "0.094 ms" and summary.seconds(0.01234) == "0.01234 s"
+    assert summary.seconds(1.5) == "1.5 s" and summary.seconds(0.0) == "0 ms"
 
 
 def test_floor_lines_only_where_they_mean_something() -> None:

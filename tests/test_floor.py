@@ -13,7 +13,10 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_toy
-from harness import floor, records
+from harness import floor
+from harness.ledger import rows as R
+from harness.ledger.record import Record
+from harness.ledger.store import Store, lock_file
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
@@ -98,20 +101,20 @@ def test_verdict_for_rows_reads_results_and_the_best_record(tmp_path: Path) -> N
 
     rows = [row("e001", "baseline", "10"), row("e002", "keep", "2.6"), row("e003", "revert", "2.7"),
             row("e004", "rerun", "2.6")] + [row(f"e{i:03d}", "revert", "2.8") for i in range(5, 12)]
-    (tmp_path / "e002.json").write_text(json.dumps({
-        "facts": {"median_s": 2.6, "floor_s": 2.45, "device_busy": 0.995},
-        "profile": {"busy_fraction": 0.995, "outside_largest": 0.02, "largest_category": "convolution"}}))
+    Store(tmp_path).write(Record(exp="e002", status="keep", desc="d", preset="full",
+                                 facts={"median_s": 2.6, "floor_s": 2.45, "device_busy": 0.995},
+                                 profile={"busy_fraction": 0.995, "outside_largest": 0.02, "largest_category": "convolution"}))
     goals = {**GOALS, "presets": {"full": {"input_shape": [1]}}}
     stop, why, best = floor.verdict_for_rows(rows, goals, "full", "H100", None, ADAPTER, tmp_path)
     assert best == "e002" and stop, why  # 8 attempts: e003 and e005-e011 (a rerun is not one)
     stop, why, _ = floor.verdict_for_rows(rows[:-1], goals, "full", "H100", None, ADAPTER, tmp_path)
     assert not stop and why == ["7 attempts since the best row; the plateau needs 8"]
-    forged = json.loads((tmp_path / "e002.json").read_text())
-    del forged["facts"]["device_busy"]  # a record from before the harness measured it: the profile alone
-    (tmp_path / "e002.json").write_text(json.dumps(forged))
+    older = json.loads((tmp_path / "e002.json").read_text())
+    del older["facts"]["device_busy"]  # a record from before the harness measured it: the profile alone
+    (tmp_path / "e002.json").write_text(json.dumps(older))
     stop, why, _ = floor.verdict_for_rows(rows, goals, "full", "H100", None, ADAPTER, tmp_path)
     assert not stop and len(why) == 1 and "claims 99.5%" in why[0]
-    assert records.best_row(rows, "full", "H100")["exp"] == "e002"
+    assert R.best_row(rows, "full", "H100")["exp"] == "e002"
 
 
 def test_probe_on_this_machine(at_toy: Path) -> None:
@@ -166,7 +169,7 @@ def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
     ws = make_toy(tmp_path / "ws")
     for f in (ws / "assets").glob("peak-*.json"):
         f.unlink()
-    held = records.lock_file(ws / "runs" / "device_0.lock", wait=False)
+    held = lock_file(ws / "runs" / "device_0.lock", wait=False)
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "CUDA_VISIBLE_DEVICES": ""}
     probe = subprocess.Popen([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

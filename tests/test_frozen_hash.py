@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, TOY, use
 from harness import _common as C, frozen
 
-UNCHANGED = ["harness/plots.py", "harness/leaderboard.py", "harness/new_target.py", "harness/person.py",
+UNCHANGED = ["harness/ledger/plots.py", "harness/ledger/leaderboard.py", "harness/new_target.py", "harness/person.py",
              "agent/hooks/guard_frozen.py", "agent/policy.py"]
 CHANGED = ["harness/sandbox.py", "harness/session.py", "harness/worker.py", "harness/keep_rule.py",
            "harness/seccomp.py", "harness/floor.py", "harness/target/finder.py", "target/hashtoy_e42/target.py"]

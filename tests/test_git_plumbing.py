@@ -1,4 +1,4 @@
-"""harness/git_plumbing.py: what is committed is exactly the bytes measured, whatever
+"""harness/ledger/git_plumbing.py: what is committed is exactly the bytes measured, whatever
 .gitattributes, .gitignore, filters or hooks the working tree holds, and a failed commit is loud."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import git_plumbing  # noqa: E402
+from harness.ledger import git_plumbing  # noqa: E402
 
 # A comment the UTF-7 working-tree encoding turns into a live line of code ("+AAo-" is a newline).
 SOURCE = b'"""keeper"""\n# harmless +AAo-import os; os.system("evil")\nx = 1\n'

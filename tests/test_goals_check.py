@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import use
+from conftest import add_record, use
 from harness import goals as G
 from harness import new_target, run_experiment, verify
 
@@ -114,9 +114,7 @@ def test_a_goals_file_that_does_not_validate_is_never_told_to_rebaseline(toy: Pa
 
     ws = shutil.copytree(toy, tmp_path / "toy", symlinks=True)
     goals = json.loads((ws / "goals.json").read_text())
-    (ws / "results.tsv").write_text("\t".join(run_experiment.records.COLUMNS) + "\n" + "\t".join(
-        {"exp": "e001", "status": "baseline", "preset": "tiny", "frozen_hash": "0" * 16}.get(c, "-")
-        for c in run_experiment.records.COLUMNS) + "\n")
+    add_record(ws, {"exp": "e001", "status": "baseline", "preset": "tiny", "frozen_hash": "0" * 16})
     for bad in ({k: v for k, v in goals.items() if k != "gate"}, goals | {"noise_threshold": "1%"}):
         (ws / "goals.json").write_text(json.dumps(bad))
         code, out = cli(run_experiment.main, ws, "--desc", "x", "--device", "cpu")

@@ -558,8 +558,8 @@ def test_settings_json_hides_every_targets_inputs_and_references():
 
 
 def test_settings_json_hides_the_signing_key():
-    """The key that signs records (harness/signing.py) is unreadable to the sandboxed shell and the Read tool."""
-    from harness import signing
+    """The key that signs records (harness/ledger/signing.py) is unreadable to the sandboxed shell and the Read tool."""
+    from harness.ledger import signing
     s = json.loads((REPO / ".claude" / "settings.json").read_text())
     default = "~/" + (Path.home() / ".config" / "auto-optim").relative_to(Path.home()).as_posix()
     assert signing.key_dir() != Path.home() / ".config" / "auto-optim" or True  # tests use their own folder

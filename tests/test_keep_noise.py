@@ -20,7 +20,8 @@ from typing import Iterator
 import pytest
 
 from conftest import made_once, make_toy, use
-from harness import records as R
+from harness.ledger import results
+from harness.ledger.store import Store
 from test_run_experiment import run_here
 
 NORMAL = 0.4
@@ -58,7 +59,7 @@ def first_keeper(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def first_run(first_keeper: Path, tmp_path: Path) -> Path:
     """A copy of the first run's workspace (its git history, records and results) for one test."""
-    assert [r["status"] for r in R.read_rows(first_keeper / "results.tsv")] == ["baseline", "keep"]  # as made
+    assert [r["status"] for r in results.read(first_keeper / "results.tsv")] == ["baseline", "keep"]  # as made
     return shutil.copytree(first_keeper, tmp_path / "toy", symlinks=True)
 
 
@@ -103,11 +104,12 @@ def test_verdicts_under_busy_loops(first_keeper: Path, tmp_path: Path) -> None:
     The simulated version, thousands of runs: test_keep_rule_noise.py."""
     ws = first_run(first_keeper, tmp_path)
     tsv = ws / "results.tsv"  # the keeper's row: measured in a noisy moment, its calls spread 3.38 s
-    lines = tsv.read_text().splitlines(keepends=True)
-    cells = lines[2].split("\t")
-    assert cells[0] == "e002" and cells[4] == "keep"
-    cells[6] = "3.38"
-    tsv.write_text("".join(lines[:2]) + "\t".join(cells) + "".join(lines[3:]))
+    keeper = ws / "records" / "e002.json"
+    rec = json.loads(keeper.read_text())
+    assert rec["exp"] == "e002" and rec["status"] == "keep"
+    keeper.write_text(json.dumps(rec | {"facts": rec["facts"] | {"spread_s": 3.38}}))  # committed: trusted as git holds it
+    results.write(Store(ws / "records"), tsv)
+    assert results.read(tsv)[1]["spread_s"] == "3.38"
     subprocess.run(["git", "commit", "-qam", "a noisy keeper"], cwd=ws, check=True)
     tries: dict[str, list[tuple[str, str]]] = {}
     with busy_loops() as loads:
@@ -131,7 +133,7 @@ def test_verdicts_under_busy_loops(first_keeper: Path, tmp_path: Path) -> None:
     assert slower[-1][0] == "revert" and slower[-1][1].startswith("reverted: "), slower
     assert all(status in ("keep", "inconclusive") for status, _ in faster), faster  # never reverted
     assert faster[-1][0] == "keep" and faster[-1][1].startswith("kept: faster than e002 by"), faster
-    assert [r["status"] for r in R.read_rows(tsv)][-1] == "keep"
+    assert [r["status"] for r in results.read(tsv)][-1] == "keep"
 
 
 def test_a_keeper_that_slows_down_later_carries_no_candidate(tmp_path: Path) -> None:
@@ -250,9 +252,9 @@ def test_a_keeper_is_timed_from_its_commit_when_its_record_lacks_its_source(firs
 
     ws = first_run(first_keeper, tmp_path)
     rec = ws / "records" / "e002.json"
-    rec.write_text(json.dumps({k: v for k, v in json.loads(rec.read_text()).items() if k != "source"}))
+    rec.write_text(json.dumps({k: v for k, v in json.loads(rec.read_text()).items() if k != "source_sha256"}))
     with use(ws):
-        rows, goals = R.read_rows(), _common.load_goals()
+        rows, goals = results.rows(), _common.load_goals()
         path, folder = run_experiment.keeper_file(rows[1], goals)
         try:
             assert path.read_text() == (ws / "optimize.py").read_text()  # e002's commit holds it
@@ -263,7 +265,6 @@ def test_a_keeper_is_timed_from_its_commit_when_its_record_lacks_its_source(firs
         a = argparse.Namespace(desc="x", preset=None, candidate=None, device="cpu", timeout=None, no_profile=True,
                                unsandboxed=False, rebaseline=False, best_median=None, measure_only=True, record_out=None,
                                apply=None)
-        tsv = ws / "results.tsv"
-        tsv.write_text(tsv.read_text().replace(rows[1]["commit"], "0" * 10))
+        rec.write_text(json.dumps(json.loads(rec.read_text()) | {"commit": "0" * 10}))  # its commit holds it not
         with pytest.raises(run_experiment.Refused, match="e002's source is in neither records/e002.json nor its commit"):
             run_experiment.measure(a, goals)

@@ -102,12 +102,12 @@ def test_the_clause_is_required_where_it_applies() -> None:
 
 
 def test_apply_accepts_a_passing_check() -> None:
-    from harness.record_file import validate_record
+    from harness.ledger.record import check_measured
 
     rec = {"desc": "x", "preset": "full", "device": "cuda", "outcome": "measured", "frozen_hash": "ab12" * 4,
            "timestamp": "t", "metric": 1.0, "metric_spread": 0.1, "source": "", "candidate_sha": "cd34" * 4,
            "facts": {"median_s": 1.0, "memory_check": {"gb": 24.0, "passed": True, "reason": ""}}}
-    validate_record(rec, {"presets": {"full": {}}})
+    check_measured(rec, {"presets": {"full": {}}})
 
 
 class _ScriptedNVML:

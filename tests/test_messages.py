@@ -10,9 +10,9 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import use
-from harness import ledger, new_target
-from harness import records as R
+from conftest import add_record, use
+from harness import new_target
+from harness.ledger import results, rows as R, summary
 from harness.goals import parse
 from harness.run_experiment import strip_title
 
@@ -39,7 +39,7 @@ def target(tmp_path: Path, which: str) -> Path:
 
 def next_step(ws: Path, r: dict) -> str:
     with use(ws):
-        return ledger.next_step(r, parse(json.loads((ws / "goals.json").read_text()), ws / "goals.json", complete=True))
+        return summary.next_step(r, parse(json.loads((ws / "goals.json").read_text()), ws / "goals.json", complete=True))
 
 
 def test_the_next_step_depends_on_target_device_and_outcome(tmp_path: Path) -> None:
@@ -51,9 +51,9 @@ def test_the_next_step_depends_on_target_device_and_outcome(tmp_path: Path) -> N
             assert "written for a GPU" not in next_step(ws, result(status))
     crash = next_step(llm, result("crash"))
     assert crash.startswith("Next: fix what 'why' says above in optimize.py") and "records/e005.json" in crash, crash
-    assert "python harness/records.py source e005" in crash and "GPU" not in crash, crash
+    assert "auto-optim records source e005" in crash and "GPU" not in crash, crash
     quiet = next_step(vae, result("inconclusive", GPU) | {"note": "optimize.py restored to e004, the current keeper"})
-    assert "Run the candidate again (python harness/records.py source e005 > optimize.py brings it back first) when " \
+    assert "Run the candidate again (auto-optim records source e005 > optimize.py brings it back first) when " \
            "the machine is quieter" in quiet and "GPU" not in quiet, quiet
     assert next_step(vae, result("inconclusive")).endswith("or on a GPU machine."), next_step(vae, result("inconclusive"))
     stand_in = next_step(scaffold, result("keep"))
@@ -76,7 +76,7 @@ def test_the_timing_line_never_judges_what_the_verdict_judges(tmp_path: Path) ->
     for status in ("keep", "revert", "inconclusive"):
         r = result(status, median_s=4.5, spread_s=3.5, quality=89.6, speedup_vs_fp32=1.11)
         r.update(range_s=(2.0, 5.5), calls_checked=7)
-        line = ledger.timing_line(r, goals, base)
+        line = summary.timing_line(r, goals, base)
         assert "noise" not in line and "within" not in line, line
         assert "PSNR (dB) 89.6 against the reference (the worst of 7 checked outputs)" in line, line
         assert ("1.11x the fp32 eager baseline's median" in line) == (status == "keep"), line
@@ -96,13 +96,13 @@ def test_a_run_ends_with_this_machines_rows_and_what_they_mean(tmp_path: Path) -
     with this machine's rows since its baseline, and a line for each status among them."""
     path = tmp_path / "results.tsv"
     cells = {"preset": "tiny", "gpu": CPU, "spread_s": 0.01}
-    R.append_row(cells | {"exp": "e001", "status": "keep", "median_s": 9.0, "metric": 9.0, "gpu": GPU, "desc": "theirs"}, path)
+    add_record(tmp_path, cells | {"exp": "e001", "status": "keep", "median_s": 9.0, "metric": 9.0, "gpu": GPU, "desc": "theirs"})
     for exp, status, median, x in (("e002", "baseline", 0.4, 1.0), ("e003", "keep", 0.2, 2.0), ("e004", "crash", None, None),
                                    ("e005", "inconclusive", 0.21, 1.9)):
-        R.append_row(cells | {"exp": exp, "status": status, "median_s": median, "metric": median,
-                              "speedup_vs_fp32": x, "desc": f"run {exp}"}, path)
+        add_record(tmp_path, cells | {"exp": exp, "status": status, "median_s": median, "metric": median,
+                                      "speedup_vs_fp32": x, "desc": f"run {exp}"})
     goals = parse(json.loads((REPO / "tests" / "toy_target" / "goals.json").read_text()), path, complete=True)
-    lines = ledger.your_rows(R.read_rows(path), goals, "tiny", CPU)
+    lines = summary.your_rows(results.read(path), goals, "tiny", CPU)
     assert lines[0].startswith(f"This machine's rows (preset tiny, {CPU}) since the baseline e002")
     assert [ln.split()[0] for ln in lines[1:5]] == ["e002", "e003", "e004", "e005"]  # not the H100's e001
     assert "0.2 s" in lines[2] and "2.00x" in lines[2] and lines[3].split()[2] == "-"

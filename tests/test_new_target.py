@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import records as R
+from harness.ledger import results, rows as R
 
 REPO = Path(__file__).resolve().parent.parent
 BATCHED = '''"""All positions at once: the same MLP as one batched call instead of one call a position."""
@@ -65,7 +65,7 @@ def test_scaffold_to_a_baseline_and_a_keeper(tmp_path: Path) -> None:
         if f.get("status") == "keep":
             break
     assert rc == 0 and f["status"] == "keep", out
-    assert [r["status"] for r in R.read_rows(target / "results.tsv")][-1] == "keep"
+    assert [r["status"] for r in results.read(target / "results.tsv")][-1] == "keep"
     log = subprocess.run(["git", "log", "--format=%s"], cwd=repo, capture_output=True, text=True).stdout
     assert f"{f['exp']}: record and profile" in log and "records/" in subprocess.run(
         ["git", "show", "--stat", "HEAD"], cwd=repo, capture_output=True, text=True).stdout

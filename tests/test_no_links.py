@@ -1,6 +1,6 @@
 """The harness never follows a link the agent made: optimize.py, candidates/ and PROGRESS.md linked to
 a file the agent may not read (the signing key) are refused or left alone, before a run and while it
-records (harness/snapshot.py, harness/ledger.py, harness/leaderboard.py, harness/wave.py)."""
+records (harness/snapshot.py, harness/ledger/apply.py, harness/ledger/leaderboard.py, harness/wave.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import records as R
-from harness import signing, wave
+from harness import wave
+from harness.ledger import results, signing
 from conftest import use
 from test_agent_trust import baseline_record, key_dir, refused, write  # noqa: F401 - key_dir: a fixture
 from test_run_experiment import run_here
@@ -87,7 +87,7 @@ def test_progress_md_swapped_for_a_link_while_recording(ws: Path, secret: Path):
     rc, facts, out = run_here(ws, "--apply", str(signed))
     assert rc == 0 and facts["status"] == "baseline", out
     assert "no log line for e001 in PROGRESS.md: PROGRESS.md: it is a link" in out
-    assert [r["exp"] for r in R.read_rows(ws / "results.tsv")] == ["e001"]
+    assert [r["exp"] for r in results.read(ws / "results.tsv")] == ["e001"]
     assert secret.read_bytes() == before and (ws / "PROGRESS.md").is_symlink()
     assert before.hex() not in out and not any(before in p.read_bytes() for p in ws.rglob("*") if p.is_file()
                                                and not p.is_symlink() and ".git" not in p.parts)

@@ -1,7 +1,8 @@
-"""Nothing recorded is ever lost (issue 24, item 1): a results.tsv that lacks rows that records/ or
-git's last commit hold is refused with one line, and `records.py restore` puts every row back; a
-cut-off row is refused with its line number; a record file is never written over; Ctrl-C is one
-line and exit 130.
+"""Nothing recorded is ever lost (issue 24, item 1): results.tsv is written from records/, so a
+deleted or shortened one loses nothing; a record missing (that git's last commit or a row holds) is
+refused with one line, and `auto-optim records restore` puts it back; a record nobody signed is
+refused; a cut-off row is refused with its line number; a record file is never written over;
+Ctrl-C is one line and exit 130.
 
 The experiments run in this process (test_run_experiment.run_here: the same main, its workers
 processes of their own), but for Ctrl-C's, which goes to a command line's process group.
@@ -21,9 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_toy, use
+from conftest import add_record, make_toy, use
 from harness import _common as C
-from harness import records as R
+from harness.ledger import cli, results, rows as R
+from harness.ledger.record import MEASURED_FIELDS, Record
+from harness.ledger.store import Store
 from test_run_experiment import candidate, git, run_here
 
 # The frozen toy model's sleep per call here, and a slower candidate's: a revert by construction.
@@ -46,41 +49,26 @@ def refused_in_one_line(out: str, f: dict) -> None:
     assert len(stderr_lines) == 1 and "\n" not in f["reason"], out
 
 
-def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
+def test_results_tsv_is_written_again_and_records_are_refused_then_restored(tmp_path: Path) -> None:
+    """results.tsv is a view of records/ (issue 42, item 4): deleted or cut short, it loses nothing
+    and the next record writes it whole again (what a run checks up front lets it through); a row
+    it holds whose record is gone is refused, as a record git's last commit holds is (issue 43)."""
     ws = make_toy(tmp_path / "toy", git=True)
     (ws / "optimize.py").write_text(candidate(SLOW))
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "slow"], cwd=ws, check=True)
-    # A baseline (committed with its record) and a slower candidate: a revert, whose row is not committed.
+    # A baseline (committed with its record) and a slower candidate: a revert, whose record is not committed.
     rc, f, out = measured(ws, "--desc", "first run", "--no-profile")
     assert rc == 0 and f["exps"] == ["e001", "e002"] and f["status"] == "revert", out  # measured and recorded: 0
-    results = ws / "results.tsv"
-    full = results.read_text()
+    results_tsv = ws / "results.tsv"
+    full = results_tsv.read_text()
     assert git(ws, "show", "HEAD:results.tsv") != full  # e002's row exists only in the file and its record
-    records = {p.name: p.read_bytes() for p in (ws / "records").iterdir()}
-
-    def refuses(why: str) -> None:
-        before = results.read_text() if results.is_file() else None
-        rc, f, out = run_here(ws, "--desc", "x", "--no-profile")  # refused before any worker starts
-        assert rc == 2 and why in f["reason"] and "records.py restore" in f["reason"], out
-        refused_in_one_line(out, f)
-        assert (results.read_text() if results.is_file() else None) == before
-        assert {p.name: p.read_bytes() for p in (ws / "records").iterdir()} == records  # e001.json not rewritten
-
-    results.unlink()  # the issue's `rm results.tsv`
-    refuses("is missing")
-    results.write_text(R.HEADER)
-    refuses("git's last commit holds 1 row it does not start with")
-    results.write_text("".join(full.splitlines(True)[:2]))  # the uncommitted row gone: only its record holds it
-    refuses("records/ holds 1 row it lacks (e002)")
-
-    with use(ws):
-        assert R.restore() == ["e002"]
-    assert results.read_text() == full  # byte for byte, the uncommitted row included
-    results.unlink()
-    with use(ws):
-        assert R.restore() == ["e001", "e002"]
-        assert R.restore() == []
-    assert results.read_text() == full
+    for damage in (results_tsv.unlink, lambda: results_tsv.write_text(R.HEADER),
+                   lambda: results_tsv.write_text("".join(full.splitlines(True)[:2]))):
+        damage()  # the issue's `rm results.tsv`, or rows gone: records/ still holds every one
+        with use(ws):
+            results.check_complete()  # no loss: a run goes on
+            assert results.write() == results.read(results_tsv)
+        assert results_tsv.read_text() == full  # byte for byte, the uncommitted row included
     records_refused_then_restored(ws)  # records/ too (issue 43)
     rc, f, out = measured(ws, "--desc", "after the restore", "--no-profile")
     assert rc == 0 and f["exp"] == "e003", out
@@ -88,61 +76,77 @@ def test_short_or_missing_results_refused_then_restored(tmp_path: Path) -> None:
 
 def records_refused_then_restored(ws: Path) -> None:
     """Issue 43: with records/ deleted the next run went on (a RERUN row, 120 records gone), while a
-    deleted results.tsv was refused. Now records/ is checked like results.tsv: a row's record or one
-    git's last commit holds, missing, is refused in one line naming the command that restores it,
-    which takes them from git; a record no commit holds is written as lost, from its row.
+    deleted results.tsv was refused. Now records/ is checked: a record git's last commit holds, or
+    one a row of results.tsv names, missing, is refused in one line naming the command that restores
+    it, which takes them from git; a record no commit holds is written as lost, from its row.
     (A workspace after a first run: e001 committed with its record, e002's record not yet.)"""
     folder = ws / "records"
-    kept = {p.name: p.read_bytes() for p in folder.iterdir()}
-    results = (ws / "results.tsv").read_text()
+    kept = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    results_text = (ws / "results.tsv").read_text()
 
     def refused(which: str) -> None:
         rc, f, out = run_here(ws, "--desc", "x", "--no-profile")  # before any worker starts
-        assert rc == 2 and f"records/ lacks {which}" in f["reason"] and "python harness/records.py restore" in f["reason"], out
+        assert rc == 2 and f"records/ lacks {which}" in f["reason"] and "auto-optim records restore" in f["reason"], out
         refused_in_one_line(out, f)
-        assert (ws / "results.tsv").read_text() == results
+        assert (ws / "results.tsv").read_text() == results_text
 
     (folder / "e001.json").unlink()  # one row's record
     refused("1 record (e001)")
     shutil.rmtree(folder)  # the issue's `rm -rf records`
     refused("2 records (e001..e002)")
     with use(ws):
-        assert R.restore_records() == (["e001"], ["e002"])  # e001 from git; e002 no commit holds
-        assert R.restore() == []  # the rows were never gone
+        assert results.restore() == (["e001"], ["e002"])  # e001 from git; e002 no commit holds
+    assert (ws / "results.tsv").read_text() == results_text  # the rows were never gone
     assert (folder / "e001.json").read_bytes() == kept["e001.json"]
     lost = json.loads((folder / "e002.json").read_text())
-    assert "no commit held it" in lost["lost"] and lost["row"]["exp"] == "e002"
+    assert "no commit held it" in lost["lost"] and lost["exp"] == "e002"
     with use(ws):
-        assert R.row_from_record(lost) == {c: R.read_rows()[1][c] for c in R.COLUMNS}  # its row, as it was
-        R.check_complete()
-        with pytest.raises(R.SetupError, match="holds no candidate source"):
-            R.recorded_source("e002")
+        assert Store.here().read("e002").row() == results.read()[1]  # its row, as it was
+        assert Store.here().source("e001") is not None  # the baseline's source, back from git with its record
+        results.check_complete()
+        with pytest.raises(C.SetupError, match="holds no candidate source"):
+            cli.source("e002")
+
+
+def test_a_record_nobody_signed_is_refused(tmp_path: Path) -> None:
+    """A record the harness did not write (not signed with this key, and not as git's last commit
+    holds it) is refused before anything is recorded; so is one changed after it was signed."""
+    ws = make_toy(tmp_path / "toy", git=True)
+    with use(ws):
+        add_record(ws, {"exp": "e001", "status": "baseline", "median_s": 1.0, "preset": "tiny", "desc": "b"})
+        results.check_complete()  # signed with this run's key
+        planted = ws / "records" / "e002.json"
+        planted.write_text(json.dumps(Record(exp="e002", status="keep", desc="faster", preset="tiny").to_json()))
+        with pytest.raises(C.SetupError, match="records/e002.json is neither as git's last commit holds it nor signed"):
+            results.check_complete()
+        planted.unlink()
+        signed = json.loads((ws / "records" / "e001.json").read_text())
+        (ws / "records" / "e001.json").write_text(json.dumps(signed | {"desc": "edited"}))
+        with pytest.raises(C.SetupError, match="records/e001.json is neither"):
+            results.check_complete()
 
 
 def test_restore_refuses_what_it_cannot_put_back(tmp_path: Path) -> None:
     ws = tmp_path
-    (ws / "records").mkdir()
     path = ws / "results.tsv"
-    row = {c: "x" for c in R.COLUMNS} | {"exp": "e001", "status": "baseline", "median_s": 1.0}
-    R.append_row(row, path)
-    text = path.read_text()
-    path.write_text(text[:-5] + "\n")  # e001's line cut short, and no record of it
-    with pytest.raises(R.SetupError, match="line 2 .*e001.* no commit or record holds that row"):
-        R.restore(path)
-    assert path.read_text() == text[:-5] + "\n"  # nothing written
+    line = "\t".join(["e001", "x", "t", "d", "baseline", "1"] + ["x"] * (len(R.COLUMNS) - 6)) + "\n"
+    path.write_text(R.HEADER + line[:-5] + "\n")  # e001's line cut short, and no record of it
+    with pytest.raises(C.SetupError, match="line 2 .*e001.* no commit or record holds that row"):
+        results.restore(Store(ws / "records"), path)
+    assert path.read_text() == R.HEADER + line[:-5] + "\n"  # nothing written
 
 
 def test_cut_off_rows_are_refused_with_their_line(tmp_path: Path) -> None:
     path = tmp_path / "results.tsv"
     full = "\t".join(["e002"] + ["x"] * (len(R.COLUMNS) - 1))
     path.write_text(R.HEADER + "\t".join(LEGACY_ROW) + "\n" + full + "\n")
-    assert len(R.read_rows(path)) == 2  # a legacy row before the first full one is read as it is
+    assert len(results.read(path)) == 2  # a legacy row before the first full one is read as it is
     path.write_text(R.HEADER + "\t".join(LEGACY_ROW) + "\n" + full + "\n" + full[:full.rindex("\tx\tx\tx")] + "\n")
-    with pytest.raises(R.SetupError, match="line 4 has 16 cells, expected 19"):
-        R.read_rows(path)
+    with pytest.raises(C.SetupError, match="line 4 has 16 cells, expected 19"):
+        results.read(path)
     path.write_text(R.HEADER + full + "\n" + full[:-3])  # the last line has no newline: cut off mid-write
-    with pytest.raises(R.SetupError, match="line 3 is cut off"):
-        R.read_rows(path)
+    with pytest.raises(C.SetupError, match="line 3 is cut off"):
+        results.read(path)
 
 
 def test_a_record_is_never_written_over(tmp_path: Path) -> None:
@@ -164,7 +168,9 @@ def test_apply_refuses_to_write_over_a_stray_record(tmp_path: Path) -> None:
     stray.parent.mkdir(exist_ok=True)
     stray.write_text("someone's notes")
     before = (ws / "results.tsv").read_text()
-    rec = json.loads((ws / "records" / "e002.json").read_text())  # the same record again, as apply gets it
+    stored = json.loads((ws / "records" / "e002.json").read_text())  # the same record again, as apply gets it
+    rec = {k: v for k, v in stored.items() if k in MEASURED_FIELDS or k in ("would_be", "gpu_index")}
+    rec["source"] = Store(ws / "records").source("e002")
     with use(ws), pytest.raises(run_experiment.Refused, match="profiles/e003.md exists"):
         run_experiment.apply(rec, C.load_goals())
     assert stray.read_text() == "someone's notes" and (ws / "results.tsv").read_text() == before
@@ -191,7 +197,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     said = [ln for ln in err.strip().splitlines() if not re.match(r"\[ *[\d.]+ s\] ", ln)]  # less the phase lines
     assert said == ["run_experiment: interrupted (Ctrl-C); nothing recorded for the experiment "
                                         "in progress; the rows recorded before it stay"], err
-    assert not (ws / "results.tsv").exists() or len(R.read_rows(ws / "results.tsv")) == 0
+    assert not (ws / "results.tsv").exists() or len(results.read(ws / "results.tsv")) == 0
 
 
 def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
@@ -215,7 +221,7 @@ def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
     subprocess.run(["git", "add", "targets"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "target toy"], cwd=repo, check=True)
     rc, f, out = measured(ws, "--desc", "x", "--no-profile")
-    assert rc == 0 and [r["status"] for r in R.read_rows(ws / "results.tsv")] in (["baseline", "revert"],
+    assert rc == 0 and [r["status"] for r in results.read(ws / "results.tsv")] in (["baseline", "revert"],
                                                                               ["baseline", "inconclusive"]), out
     assert "optimize.py is already the version committed with e001" in out, out  # git show worked
 
@@ -223,9 +229,9 @@ def test_uncommitted_target_refused_up_front(tmp_path: Path) -> None:
 def test_a_copy_without_a_readable_git_is_no_repository(tmp_path: Path) -> None:
     """A GPU machine's copy of the tree may carry a .git that git cannot read: its rows are "nogit",
     not refused as "not committed" (session 20's H100 refused its own --apply of the rebaseline)."""
-    from harness import ledger
+    from harness.ledger import apply
 
     ws = make_toy(tmp_path / "copy")
     (tmp_path / "copy" / ".git").mkdir(exist_ok=True)  # an empty folder where the repository would be
     with use(ws):
-        assert ledger.git_repo() is None
+        assert apply.git_repo() is None

@@ -1,4 +1,4 @@
-"""harness/plots.py: the progress picture from a small results.tsv, and the quality strip."""
+"""harness/ledger/plots.py: the progress picture from a small results.tsv, and the quality strip."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import torch
 
 pytest.importorskip("matplotlib", reason="matplotlib is not installed")
 
-from harness import plots  # noqa: E402
-from harness.records import COLUMNS  # noqa: E402
+from harness.ledger import plots  # noqa: E402
+from harness.ledger.record import Record  # noqa: E402
+from harness.ledger.rows import COLUMNS  # noqa: E402
+from harness.ledger.store import Store  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -32,8 +34,8 @@ def test_render_progress_writes_png(tmp_path):
     speed = {"name": "tokens_per_s", "unit": "tok/s", "better": "higher"}
     assert plots.render_progress(tsv, tmp_path / "speed.png", {"metric": speed}).read_bytes()[:8] == PNG
     assert plots.floor_seconds(tsv, {"exp": "e006"}) is None  # no record: no floor line, no error
-    (tmp_path / "records").mkdir()
-    (tmp_path / "records" / "e006.json").write_text('{"facts": {"floor_s": 2.5}}')
+    Store(tmp_path / "records").write(Record(exp="e006", status="keep", desc="try e006", preset="tiny",
+                                             facts={"floor_s": 2.5}))
     assert plots.floor_seconds(tsv, {"exp": "e006"}) == 2.5
 
 

@@ -174,12 +174,12 @@ def test_a_full_disk_is_said_as_such(toy: Path, tmp_path: Path, monkeypatch: pyt
         f"prepare: disk or permission error: No space left on device ({ws / 'assets' / 'weights.pt'}): free some space; "
         "what was made before it is kept: run it again once that is fixed"], out + err
 
-    from harness import records, run_experiment
+    from harness import run_experiment
 
     def read_only(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied", str(ws / "results.tsv"))
 
-    monkeypatch.setattr(records, "check_complete", read_only)
+    monkeypatch.setattr(run_experiment, "check_complete", read_only)
     with use(ws), contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
         code = run_experiment.main(["--desc", "x", "--device", "cpu"])
     assert code == 2 and err.getvalue().startswith("run_experiment: disk or permission error: Permission denied ("), err.getvalue()

@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_toy, use
-from harness import records as R
+from conftest import add_record, make_toy, rows_of, use
+from harness import _common as C
 from harness import run_experiment
 from harness import keep_rule as K
-from harness import leaderboard
+from harness.ledger import cli, leaderboard, results, rows as R
+from harness.ledger.errors import Refused
+from harness.ledger.record import Record
+from harness.ledger.store import Store
 
 DELAY = 0.4                      # the frozen toy model's cost per call
 SLOW, MEDIUM, FAST = 0.3, 0.2, 0.05  # SLOW only makes reverts: slower than MEDIUM needs no margin over noise
@@ -66,7 +69,7 @@ def run_here(ws: Path, *args: str, delay: float = DELAY) -> tuple[int, dict, str
 
 
 def rows(ws: Path) -> list[dict[str, str]]:
-    return R.read_rows(ws / "results.tsv")
+    return results.read(ws / "results.tsv")
 
 
 def git(ws: Path, *args: str) -> str:
@@ -130,24 +133,35 @@ def test_a_wide_keeper_spread_blocks_nothing() -> None:
     assert v.status == "inconclusive" and "the timed calls of one of them spread 67.3% wide, more than the 29.6% gain" in v.reason, v.reason
 
 
-def test_records_append_only(tmp_path: Path) -> None:
-    path = tmp_path / "results.tsv"
-    base = {c: "x" for c in R.COLUMNS} | {"exp": "e001", "status": "baseline", "median_s": 1.0, "metric": 1.0,
-                                          "preset": "tiny", "spread_s": 0.0, "desc": "a\tb\nc", "gpu": "g"}
-    R.append_row(base, path)
-    before = path.read_text()
-    R.append_row(base | {"exp": R.next_exp_id(R.read_rows(path)), "status": "keep", "median_s": 0.5, "metric": 0.5}, path)
-    after = path.read_text()
-    assert after.startswith(before) and len(after.splitlines()) == 3
-    got = R.read_rows(path)
+def test_records_written_once_and_results_tsv_made_from_them(tmp_path: Path) -> None:
+    """A record is written once (the store refuses to write over one), results.tsv is written whole from
+    records/ (one row each, a desc's tabs and newlines flattened), and a results.tsv that says other
+    than records/ is refused before anything is recorded, with the command that writes it again."""
+    base = {"exp": "e001", "status": "baseline", "median_s": 1.0, "metric": 1.0, "preset": "tiny", "spread_s": 0.0,
+            "desc": "a\tb\nc", "gpu": "g", "frozen_hash": "ab12cd34", "candidate_sha": "00ff00ff"}
+    add_record(tmp_path, base)
+    before = (tmp_path / "results.tsv").read_text()
+    got = add_record(tmp_path, base | {"exp": R.next_exp_id(results.read(tmp_path / "results.tsv")), "status": "keep",
+                                       "median_s": 0.5, "metric": 0.5})
+    after = (tmp_path / "results.tsv").read_text()
+    assert after.startswith(before) and len(after.splitlines()) == 3 and results.read(tmp_path / "results.tsv") == got
     assert [r["exp"] for r in got] == ["e001", "e002"] and got[0]["desc"] == "a b c"
     assert R.best_row(got, "tiny")["exp"] == "e002" and R.baseline_row(got, "tiny")["exp"] == "e001"
     assert R.best_row(got, "tiny", better="higher")["exp"] == "e001"
-    with pytest.raises(ValueError):
-        R.append_row(base | {"status": "great"}, path)
-    path.write_text(after + "broken line\n")  # a damaged file is refused, not extended, and says how to repair it
-    with pytest.raises(R._common.SetupError, match="repair it by hand"):
-        R.append_row(base, path)
+    with pytest.raises(C.SetupError, match="never written over"):
+        add_record(tmp_path, base)
+    with pytest.raises(Refused, match="the record's status is not what the store writes"):  # a status no row may have
+        add_record(tmp_path, base | {"exp": "e003", "status": "great"})
+    assert (tmp_path / "results.tsv").read_text() == after and Store(tmp_path / "records").exps() == ["e001", "e002"]
+    store = Store(tmp_path / "records")
+    (tmp_path / "results.tsv").write_text(after + "broken line\n")  # a damaged file is refused, and says how to repair it
+    with pytest.raises(C.SetupError, match="line 4 has 1 cells.*auto-optim records restore"):
+        results.check_complete(store, tmp_path / "results.tsv")
+    (tmp_path / "results.tsv").write_text(after.replace("\t0.5\t", "\t0.4\t", 1))  # a figure edited by hand
+    with pytest.raises(C.SetupError, match="row e002 is not the row records/e002.json makes"):
+        results.check_complete(store, tmp_path / "results.tsv")
+    assert results.restore(store, tmp_path / "results.tsv") == ([], [])  # written again from records/
+    assert (tmp_path / "results.tsv").read_text() == after
     prog = tmp_path / "PROGRESS.md"
     leaderboard.append_progress("e001 baseline", prog)
     leaderboard.append_progress("e002 keep", prog)
@@ -162,18 +176,15 @@ def test_records_append_only(tmp_path: Path) -> None:
     assert md.index("| 1 | e004 |") < md.index("| 2 | e003 |") < md.index("Earlier comparisons") < md.index("| 1 | e002 |")
 
 
-def test_legacy_rows_are_read_and_kept(tmp_path: Path) -> None:
-    """Rows written before the worker harness (16 cells, psnr_db) stay byte for byte."""
+def test_legacy_rows_are_read(tmp_path: Path) -> None:
+    """Rows written before the worker harness (16 cells, psnr_db) are read as they are: their missing cells "-"."""
     path = tmp_path / "results.tsv"
     legacy = "\t".join(R.LEGACY_COLUMNS) + "\n" + "\t".join(
         ["e001", "abc", "t", "old", "baseline", "2.0", "0.1", "54.0", "0.02", "1.0", "H100", "full", "synthetic",
          "ffff", "aaaa", "torch"]) + "\n"
     path.write_text(legacy)
-    got = R.read_rows(path)
+    got = results.read(path)
     assert got[0]["quality"] == "54.0" and got[0]["wall_s"] == "-" and R.metric_value(got[0]) == 2.0
-    R.append_row({"exp": "e002", "status": "keep", "median_s": 1.0, "preset": "full", "gpu": "H100"}, path)
-    text = path.read_text()
-    assert text.splitlines()[1] == legacy.splitlines()[1] and text.splitlines()[0] == "\t".join(R.COLUMNS)
 
 
 def test_flow(tmp_path: Path) -> None:
@@ -211,7 +222,7 @@ def test_flow(tmp_path: Path) -> None:
     rec = json.loads((ws / "records" / "e002.json").read_text())
     assert "strip_png" not in rec and "profile_md" not in rec and rec["verdict"].startswith("kept: faster than e001")
     for key, path in (("strip_file", strip), ("profile_file", ws / "profiles" / "e002.md")):
-        assert rec[key] == {"path": path.relative_to(ws).as_posix(), "sha256": R._common.sha256_bytes(path.read_bytes())}
+        assert rec[key] == {"path": path.relative_to(ws).as_posix(), "sha256": C.sha256_bytes(path.read_bytes())}
 
     for text, status, extra in [(candidate(SLOW), "revert", []),                      # slower
                                 (candidate(FAST, body="return model(x) * 0.5"), "gate_fail", []),
@@ -223,11 +234,12 @@ def test_flow(tmp_path: Path) -> None:
         assert rc == (0 if status == "revert" else 1) and f["status"] == status, out  # 0: measured and recorded
         assert opt.read_text() == medium, f"{status}: optimize.py not restored byte for byte"
         record = json.loads((ws / "records" / f"{f['exp']}.json").read_text())
-        assert record["source"] == text and "strip_png" not in record  # the source on record; no picture
+        assert "strip_png" not in record and "source" not in record  # no picture; the source once, by its hash
+        assert (ws / "records" / "sources" / f"{record['source_sha256']}.py").read_text() == text
         # ... and the run says so, with the command that brings it back (issue 43)
-        assert f"source is kept in records/{f['exp']}.json" in out and f"records.py source {f['exp']} > optimize.py" in out, out
+        assert "source is kept in records/" in out and f"auto-optim records source {f['exp']} > optimize.py" in out, out
         with use(ws), contextlib.redirect_stdout(io.StringIO()) as printed:
-            assert R.main(["source", f["exp"]]) == 0
+            assert cli.main(["source", f["exp"]]) == 0
         assert printed.getvalue() == text
         grows()
 
@@ -337,8 +349,7 @@ def test_code_goals_names_frozen_is_in_the_frozen_hash(tmp_path: Path) -> None:
 
 
 def test_warmup_tie_reads_the_best_keepers_record(tmp_path: Path) -> None:
-    (tmp_path / "records").mkdir()
-    (tmp_path / "records" / "e007.json").write_text(json.dumps({"facts": {"warmup_s": 18.6}}))
+    Store(tmp_path / "records").write(Record(exp="e007", status="keep", desc="d", preset="full", facts={"warmup_s": 18.6}))
     goals = {"warmup_gain": 0.15}
     assert K.warmup_tie(goals, {"warmup_s": 15.4}, {"exp": "e007"}, tmp_path / "records") == (15.4, 18.6, 0.15)
     assert K.warmup_tie({}, {"warmup_s": 15.4}, {"exp": "e007"}, tmp_path / "records") is None  # the target asks for no warm-up rule
@@ -354,13 +365,11 @@ def test_after_a_warm_up_keep_the_current_keeper_is_the_reference(tmp_path: Path
     Warm-up ties, reruns and restores must follow e047: judged against e044's 28.8 s, a candidate
     with e044's median and a 24 s warm-up would be kept, bringing back half of the first call e047
     saved; a rerun of e047's code would not be one."""
-    path = tmp_path / "results.tsv"
     row = {c: "x" for c in R.COLUMNS} | {"preset": "full", "gpu": "H100", "spread_s": 0.01, "desc": "d"}
-    for exp, status, median, sha in (("e042", "baseline", 9.913, "b"), ("e043", "keep", 2.675, "c1ab"),
-                                     ("e044", "keep", 2.148, "03aa"), ("e045", "revert", 5.631, "6a1d"),
-                                     ("e046", "rerun", 2.143, "03aa"), ("e047", "keep", 2.153, "f00d")):
-        R.append_row(row | {"exp": exp, "status": status, "median_s": median, "metric": median, "candidate_sha": sha}, path)
-    got = R.read_rows(path)
+    got = rows_of(*(row | {"exp": exp, "status": status, "median_s": median, "metric": median, "candidate_sha": sha}
+                    for exp, status, median, sha in (("e042", "baseline", 9.913, "b"), ("e043", "keep", 2.675, "c1ab"),
+                                                     ("e044", "keep", 2.148, "03aa"), ("e045", "revert", 5.631, "6a1d"),
+                                                     ("e046", "rerun", 2.143, "03aa"), ("e047", "keep", 2.153, "f00d"))))
     best, current = R.best_row(got, "full", "H100"), R.current_row(got, "full", "H100")
     assert (best["exp"], current["exp"]) == ("e044", "e047")
     assert K.rerun_of("f00d" + "0" * 12, best, current)["exp"] == "e047"
@@ -375,14 +384,13 @@ def test_after_a_warm_up_keep_the_current_keeper_is_the_reference(tmp_path: Path
     goals = {"noise_threshold": 0.01, "warmup_gain": 0.15}
     assert K.judge_record(rec(current), goals, best, current | {"warmup_s": 15.4}).status == "revert"
     assert K.judge_record(rec(best), goals, best, best | {"warmup_s": 28.8}).status == "keep"  # what e044's figure would say
-    R.append_row(row | {"exp": "e048", "status": "baseline", "median_s": 9.9, "metric": 9.9, "candidate_sha": "b"}, path)
-    assert R.current_row(R.read_rows(path), "full", "H100")["exp"] == "e048"  # a new baseline starts over
+    got += rows_of(row | {"exp": "e048", "status": "baseline", "median_s": 9.9, "metric": 9.9, "candidate_sha": "b"})
+    assert R.current_row(got, "full", "H100")["exp"] == "e048"  # a new baseline starts over
 
 
 def test_rows_read_as_numbers(tmp_path: Path) -> None:
     """A row's cells stay the text in the file; its attributes are the numbers they mean."""
-    path = tmp_path / "results.tsv"
-    R.append_row({"exp": "e001", "status": "baseline", "median_s": 2.5, "spread_s": 0.1, "preset": "tiny", "gpu": "g"}, path)
-    row = R.read_rows(path)[0]
+    row = add_record(tmp_path, {"exp": "e001", "status": "baseline", "median_s": 2.5, "spread_s": 0.1, "preset": "tiny",
+                                "gpu": "g", "desc": "d"})[0]
     assert isinstance(row, R.Row) and row["median_s"] == "2.5" and row.median_s == 2.5 and row.quality is None
     assert row.metric_value == 2.5 == R.metric_value(dict(row))  # a legacy row (no metric): its median

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_toy, use
-from harness import records as R
+from harness.ledger import results
+from harness.ledger.store import Store, lock_file
 from harness.wave import main as wave_main
 from test_run_experiment import candidate, git, rows
 
@@ -114,14 +115,17 @@ def workers_left() -> list[str]:
 # (copy-on-write pages count in each), and pytest's is several times this one's.
 APPENDERS = """
 import os, traceback
-from harness import records as R
+from harness.ledger import results, rows as R
+from harness.ledger.record import Record
+from harness.ledger.store import Store, records_lock
 
 def append_many(who, n):
     for _ in range(n):
-        with R.records_lock():  # what apply holds: read, pick the next exp id, append
-            path = R.results_path()
-            exp = R.next_exp_id(R.read_rows(path))
-            R.append_row({"exp": exp, "status": "revert", "desc": f"writer {who}", "median_s": 1.0}, path)
+        with records_lock():  # what apply holds: read, pick the next exp id, write its record, then results.tsv
+            store = Store.here()
+            exp = R.next_exp_id(results.rows(store))
+            store.write(Record(exp=exp, status="revert", desc=f"writer {who}", preset="tiny", facts={"median_s": 1.0}))
+            results.write(store)
 
 pids = []
 for who in range(4):
@@ -139,12 +143,13 @@ print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids])
 
 
 def test_concurrent_appends_stay_whole(tmp_path: Path) -> None:
-    """Four processes appending at once under the records lock: every row lands, whole, once."""
+    """Four processes recording at once under the records lock: every record and its row land, whole, once."""
     p = subprocess.run([sys.executable, "-c", APPENDERS], cwd=Path(__file__).resolve().parent.parent,
                        env={**os.environ, "AUTO_OPTIM_GOALS": str(tmp_path / "goals.json")},
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "[0, 0, 0, 0]", p.stdout + p.stderr
-    got = R.read_rows(tmp_path / "results.tsv")  # refuses a half-written line
+    got = results.read(tmp_path / "results.tsv")  # refuses a half-written line
+    assert Store(tmp_path / "records").exps() == [r["exp"] for r in got]
     assert [r["exp"] for r in got] == [f"e{i:03d}" for i in range(1, 101)]
     assert sorted(sum(r["desc"] == f"writer {w}" for r in got) for w in range(4)) == [25] * 4
 
@@ -157,8 +162,8 @@ def test_device_lock_is_per_gpu(tmp_path: Path, monkeypatch) -> None:
     with use(tmp_path):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
         with X.device_lock():
-            assert isinstance(R.lock_file(tmp_path / "runs" / "device_2.lock", wait=False), str)  # held
-            free = R.lock_file(tmp_path / "runs" / "device_3.lock", wait=False)
+            assert isinstance(lock_file(tmp_path / "runs" / "device_2.lock", wait=False), str)  # held
+            free = lock_file(tmp_path / "runs" / "device_3.lock", wait=False)
             assert not isinstance(free, str)
             free.close()
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES")

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from conftest import NARROW, REPO, TOY, VAE, make_vae_workspace, use
-from harness import _common, process, records, run_experiment
+from harness import _common, process, run_experiment
+from harness.ledger import results, rows as R
+from harness.ledger.store import lock_file
 from harness.session import Session
 
 PRESET = "tiny-2ranks"
@@ -48,7 +50,7 @@ def test_a_split_decode_is_measured_and_recorded(group_workspace: Path, capsys: 
     with use(ws):
         code = run_experiment.main(["--desc", "split in 2", "--preset", PRESET, "--device", "cpu", "--no-profile"])
     assert code == 0, capsys.readouterr().out[-3000:]
-    base, cand = records.read_rows(ws / "results.tsv")
+    base, cand = results.read(ws / "results.tsv")
     two = f"2x {_common.env_info('cpu')['gpu']}"
     assert (base["status"], base["gpu"], base["preset"]) == ("baseline", two, PRESET)
     assert "on one, the others idle" in base["desc"]  # the yardstick: fp32 eager on one rank
@@ -222,7 +224,7 @@ def test_prepare_for_a_group_skips_the_peak_probe(group_workspace: Path, monkeyp
 
 
 def test_rows_of_other_rank_counts_are_never_the_yardstick() -> None:
-    """records.py matches keepers by (preset, gpu), and a group's gpu names its rank count: a
+    """ledger/rows.py matches keepers by (preset, gpu), and a group's gpu names its rank count: a
     faster 2-rank keeper never judges a 1-rank candidate, nor the other way round, even under one
     preset name (a goals.json that changed a preset's ranks)."""
     one, two = _common.env_info("cpu")["gpu"], _common.env_info("cpu", ranks=2)["gpu"]
@@ -237,9 +239,9 @@ def test_rows_of_other_rank_counts_are_never_the_yardstick() -> None:
             row("e005", "baseline", PRESET, two, 0.8), row("e006", "keep", PRESET, two, 0.05)]
     for preset, gpu, base, best in (("tiny", one, "e001", "e002"), ("tiny", two, "e003", "e004"),
                                     (PRESET, two, "e005", "e006")):
-        assert records.baseline_row(rows, preset, gpu)["exp"] == base
-        assert records.best_row(rows, preset, gpu)["exp"] == records.current_row(rows, preset, gpu)["exp"] == best
-    assert records.baseline_row(rows, PRESET, one) is None  # no 1-rank rows there: a first run, a baseline of its own
+        assert R.baseline_row(rows, preset, gpu)["exp"] == base
+        assert R.best_row(rows, preset, gpu)["exp"] == R.current_row(rows, preset, gpu)["exp"] == best
+    assert R.baseline_row(rows, PRESET, one) is None  # no 1-rank rows there: a first run, a baseline of its own
 
 
 def test_a_group_holds_the_lock_of_each_of_its_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -248,8 +250,8 @@ def test_a_group_holds_the_lock_of_each_of_its_gpus(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,4")
     with use(tmp_path), run_experiment.device_lock(2):
         runs = tmp_path / "runs"
-        assert all(isinstance(records.lock_file(runs / f"device_{i}.lock", wait=False), str) for i in (2, 3))
-        free = records.lock_file(runs / "device_4.lock", wait=False)
+        assert all(isinstance(lock_file(runs / f"device_{i}.lock", wait=False), str) for i in (2, 3))
+        free = lock_file(runs / "device_4.lock", wait=False)
         assert not isinstance(free, str)
         free.close()
 

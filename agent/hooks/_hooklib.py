@@ -41,7 +41,7 @@ def load(rel: str) -> ModuleType:
 # one source of .claude/settings.json. The no-follow reader and git's plumbing: the harness's own.
 policy = load("agent/policy.py")
 nofollow = load("harness/nofollow.py")
-git_plumbing = load("harness/git_plumbing.py")
+git_plumbing = load("harness/ledger/git_plumbing.py")
 CANDIDATES_DIR, PROJECT_FILES, TARGET_FILES, TARGET_SECRETS = (policy.CANDIDATES_DIR, policy.PROJECT_FILES,
                                                                policy.TARGET_FILES, policy.TARGET_SECRETS)
 protected_paths, secret_paths, target_folders = policy.protected_paths, policy.secret_paths, policy.target_folders

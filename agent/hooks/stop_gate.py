@@ -44,7 +44,6 @@ Usage (what Claude Code does):  echo '{"hook_event_name": "Stop", ...}' | python
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import sys
@@ -66,14 +65,13 @@ def _hooklib():
 
 
 _lib = _hooklib()
-git_plumbing, nofollow = _lib.git_plumbing, _lib.nofollow
+git_plumbing, nofollow, ledger_rows = _lib.git_plumbing, _lib.nofollow, _lib.load("harness/ledger/rows.py")
 CANDIDATES_DIR, OPTIMIZER_AGENT, candidate_name, project_root, read_payload, shown, target_root = (
     _lib.CANDIDATES_DIR, _lib.OPTIMIZER_AGENT, _lib.candidate_name, _lib.project_root, _lib.read_payload, _lib.shown,
     _lib.target_root)
 
-RED = ("gate_fail", "crash", "timeout", "tampered")
+RED, KEEPERS = ledger_rows.RED, ledger_rows.KEEPERS
 IN_FLIGHT = ("running", "pending")
-KEEPERS = ("baseline", "keep")
 # The texts name paths from the project root, where the agent's Bash calls start (_hooklib.shown);
 # a wave's members stay relative to the target's folder, as request.json names them.
 DOOR = "then run exactly `auto-optim-agent` (one Bash call with dangerouslyDisableSandbox: true)"
@@ -84,10 +82,11 @@ RESTORE = "git show HEAD:{name} > {name}"
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    if not path.is_file():
+    """results.tsv's whole rows (harness/ledger/rows.py parse: the harness's one parser)."""
+    try:
+        return ledger_rows.parse(path.read_text())[0]
+    except (OSError, ValueError):
         return []
-    with open(path, newline="") as f:
-        return [r for r in csv.DictReader(f, delimiter="\t") if any((v or "").strip() for v in r.values())]
 
 
 def same_sha(current: str, recorded: str | None) -> bool:

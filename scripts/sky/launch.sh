@@ -14,9 +14,9 @@ usage="usage: launch.sh CANDIDATE DESC [CLUSTER]"
 cand=${1:?$usage}
 desc=${2:?$usage}
 [ -f "$cand" ] || { echo "launch.sh: no candidate file $cand (a path inside the checkout)" >&2; exit 2; }
-# experiment.yaml mounts the key folder (harness/signing.py key_dir(), at its default place) on the cluster.
+# experiment.yaml mounts the key folder (harness/ledger/signing.py key_dir(), at its default place) on the cluster.
 [ -s "$HOME/.config/auto-optim/record-key" ] || { echo "launch.sh: no record-signing key in ~/.config/auto-optim" \
-  "(make it once: python3 -c 'from harness import signing; signing.sign({})')" >&2; exit 2; }
+  "(make it once: python3 -c 'from harness.ledger import signing; signing.sign({})')" >&2; exit 2; }
 name=$(basename "$cand" .py | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | cut -c1-20)
 cluster=${3:-ao-${name%-}-$$}   # lowercase letters, digits and dashes: what every cloud accepts
 rec="runs/sky/$cluster.json"

@@ -188,7 +188,7 @@ def write_comparison(reference: torch.Tensor, video: torch.Tensor, clip: Path, s
                      goals: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
-    from harness import plots
+    from harness.ledger import plots
 
     verdict = _common.load_adapter(goals).compare(video, reference, goals["gate"])  # the target's own gate
     ref_frames, cand_frames = to_frames(reference), to_frames(video)

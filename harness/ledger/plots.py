@@ -1,7 +1,7 @@
-"""Pictures of progress and quality, drawn from the records.
+"""Pictures of progress (from results.tsv's rows) and quality (a keeper's strip).
 
 Usage:
-    python harness/plots.py [--results results.tsv] [--out PNG]
+    python -m harness.ledger.plots [--results results.tsv] [--out PNG]
 
 `render_progress(results_tsv, out_png, goals, preset, gpu)`: the metric per experiment (goals.json
 "metric": a median latency, or a throughput where higher is better) of one preset + machine (the
@@ -20,19 +20,17 @@ matplotlib is imported lazily (the GPU machine has none; callers skip the pictur
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make `harness` importable
-    sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
+from harness import paths, _common
+from harness.goals import as_goals
+from harness.ledger import results, rows as R
+from harness.ledger.store import Store
 
-from harness import paths, _common, records  # noqa: E402
-from harness.goals import as_goals  # noqa: E402
-
-FAILED = records.RED
+FAILED = R.RED
 DEFAULT_AMPLIFY = 20.0
 
 
@@ -67,26 +65,26 @@ def floor_seconds(results_tsv: Path, best: dict[str, str] | None) -> float | Non
     measuring machine's probed peak); None when it has none."""
     if best is None:
         return None
+    store = Store(Path(results_tsv).parent / "records")
     try:
-        facts = json.loads((Path(results_tsv).parent / "records" / f"{best['exp']}.json").read_text())["facts"]
-        return _float(str(facts.get("floor_s")))
-    except (OSError, ValueError, KeyError, TypeError):
+        return _float(str(store.read(best["exp"]).facts.get("floor_s"))) if store.has(best["exp"]) else None
+    except _common.SetupError:
         return None
 
 
 def best_so_far(rows: list[dict[str, str]], better: str = "lower") -> list[float | None]:
-    """At each row, the value the keep rule judged against: records.best_row over the rows so far
+    """At each row, the value the keep rule judged against: rows.best_row over the rows so far
     (the best keeper since the last baseline of that preset and GPU)."""
     line = []
     for i, row in enumerate(rows):
-        best = records.best_row(rows[:i + 1], row["preset"], row["gpu"], better)
-        line.append(records.metric_value(best) if best else None)
+        best = R.best_row(rows[:i + 1], row["preset"], row["gpu"], better)
+        line.append(R.metric_value(best) if best else None)
     return line
 
 
 def _value(row: dict[str, str]) -> float | None:
     try:
-        return _float(str(records.metric_value(row)))
+        return _float(str(R.metric_value(row)))
     except (TypeError, ValueError):
         return None
 
@@ -101,7 +99,7 @@ def render_progress(results_tsv: Path, out_png: Path, goals: dict[str, Any] | No
     None when there is nothing to draw."""
     spec = as_goals(goals).metric_spec
     better = spec["better"]
-    rows = records.read_rows(Path(results_tsv))
+    rows = results.read(Path(results_tsv))
     if not rows:
         return None
     preset, gpu = preset or rows[-1].get("preset", ""), gpu or rows[-1].get("gpu", "")
@@ -141,7 +139,7 @@ def render_progress(results_tsv: Path, out_png: Path, goals: dict[str, Any] | No
         label = f"best since its baseline ({segments[-1][-1][1]:.3g} {spec.get('unit', '')} now)" if i == 0 else None
         ax.step(*zip(*seg), where="post", color="tab:green", label=label)
 
-    floor = floor_seconds(results_tsv, records.best_row(rows, preset, gpu, better)) if better == "lower" else None
+    floor = floor_seconds(results_tsv, R.best_row(rows, preset, gpu, better)) if better == "lower" else None
     if floor:
         ax.axhline(floor, color="black", linestyle="--", label=f"floor of the best row {floor:.3g} s (its work at the probed peak)")
     ax.set_yscale("log")
@@ -233,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     if not results.is_file():
         print(f"plots: no results file at {results}", file=sys.stderr)
         return 2
-    rows = records.read_rows(results)
+    rows = results.read(results)
     out = args.out or (progress_path(_common.root(), rows[-1]["preset"], rows[-1]["gpu"]) if rows else None)
     try:
         written = render_progress(results, out, _common.load_goals())

@@ -1,7 +1,9 @@
 """Records the harness measured, told apart from records anybody wrote: an HMAC over each record file.
 
-`run_experiment.py --measure-only --record-out` signs the record it writes; `--apply` records only
-a file whose signature this key verifies. The key is 32 random bytes made once per person, kept
+`auto-optim measure --record-out` signs the record file it writes; `auto-optim apply` records only
+a file whose signature this key verifies. The store (store.py) signs every records/<exp>.json it
+writes, and in a git checkout a record that its last commit does not hold as it is must verify (results.py
+check_complete): one the harness did not write is refused. The key is 32 random bytes made once per person, kept
 outside the repository, where the agent's Bash sandbox cannot read it (.claude/settings.json
 `sandbox.filesystem.denyRead`, and a `Read(...)` deny rule for Claude's file tools), and which the
 candidate's worker is not given either.

@@ -1,32 +1,32 @@
-"""The ledger: an experiment's record becomes a row, and git and optimize.py follow it.
+"""Applying a measured record: the keep rule's verdict, the Record written once to the store, the views written from it, the candidate file and git following it.
 
-`apply(rec, goals)` (under the records lock) judges a measured record against results.tsv with the
-keep rule (harness/keep_rule.py), writes records/<exp>.json then its row (harness/records.py), the
-leaderboard, PROGRESS.md and this machine's progress picture; a keeper's source becomes the
-candidate file and is committed with its profile and quality strip; after a revert the candidate
-file is restored to the current keeper. A stored record holds what is nowhere else: the profile
-and the strip live in profiles/ and quality/, and the record points at them (path and sha256).
-`summary` is what a person reads at the end of a run.
+`apply(rec, goals)` (under the records lock) judges a measured record against the rows with the
+keep rule (harness/keep_rule.py), writes the Record (store.py) then results.tsv and leaderboard.md
+from records/ (results.py, leaderboard.py), PROGRESS.md's line and this machine's progress picture;
+a keeper's source becomes the candidate file and is committed with its profile and quality strip;
+after a revert the candidate file is restored to the current keeper. A stored record holds what is
+nowhere else: the profile and the strip live in profiles/ and quality/, the source in
+records/sources/, and the record points at them (path or hash).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from harness import _common, paths
-from harness import floor, keep_rule, leaderboard
-from harness import records
-from harness.record_file import validate_record
+from harness import _common
+from harness import keep_rule, nofollow
 from harness.goals import Goals
-from harness import git_plumbing, nofollow
-from harness.git_plumbing import CommitFailed
-from harness.records import Refused
+from harness.ledger import git_plumbing, leaderboard, results, rows as R, signing
+from harness.ledger.errors import Refused
+from harness.ledger.git_plumbing import CommitFailed
+from harness.ledger.record import FIELDS, Record, check_measured
+from harness.ledger.rows import KEEPERS, RED, Row
+from harness.ledger.store import Store, records_lock
 from harness.replies import markdown
 
 
@@ -64,7 +64,7 @@ def check_frozen(base: dict[str, str] | None, fh: str) -> None:
 
 
 def git_repo() -> Path | None:
-    """The working tree that holds the target's folder (harness/git_plumbing.py), None
+    """The working tree that holds the target's folder (harness/ledger/git_plumbing.py), None
     without git (a GPU machine): its rows say "nogit"."""
     # git_plumbing.top takes only a .git git can read: an empty one (a copy's, Claude Code's placeholder) is none
     return git_plumbing.top(_common.root()) if shutil.which("git") else None
@@ -103,7 +103,7 @@ def _saved_best(preset: str) -> Path:
 
 
 def restore(keeper: dict[str, str] | None, goals: dict[str, Any], preset: str, repo: Path | None) -> str:
-    """Put the current keeper's source (records.current_row; saved at its keep) back into optimize.py;
+    """Put the current keeper's source (rows.current_row; saved at its keep) back into optimize.py;
     say where it came from. The file is read and replaced without following a link."""
     saved = _saved_best(preset)
     root, name = _target(goals)
@@ -129,12 +129,12 @@ def restore(keeper: dict[str, str] | None, goals: dict[str, Any], preset: str, r
 def apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool = False) -> tuple[int, dict[str, Any]]:
     """Decide against results.tsv, record, restore or commit. Returns (exit code, facts).
     Under the records lock: a wave or a second --apply never interleaves its rows and commits."""
-    with records.records_lock():
+    with records_lock():
         return _apply(rec, goals, rebaseline)
 
 
 def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tuple[int, dict[str, Any]]:
-    validate_record(rec, goals)
+    check_measured(rec, goals)
     target = _common.root() / goals["candidate"]
     # Whether the target itself was measured (then a revert restores it): compared, never opened.
     measured_target = rec.get("candidate_file") in (None, str(target))
@@ -142,13 +142,18 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         on_disk = _read_target(goals) if measured_target or rec["outcome"] == "measured" else None
     except nofollow.NotPlain as e:
         raise Refused(f"{e}; nothing recorded") from None
-    rows = records.read_rows()
-    records.check_complete()
+    store = Store.here()
+    results.check_complete(store)
+    try:  # the key that will sign the record: unusable (hidden by a sandbox), nothing is changed yet
+        signing.sign({})
+    except OSError as e:
+        raise Refused(f"the record-signing key {signing.key_path()} cannot be used ({e}); nothing recorded") from None
+    rows = results.rows(store)
     preset = rec["preset"]
     f = rec.get("facts") or {}
     gpu = f.get("gpu") or "?"
     is_baseline = rebaseline or bool(rec.get("rebaseline"))
-    base = records.baseline_row(rows, preset, gpu)
+    base = R.baseline_row(rows, preset, gpu)
     if not is_baseline:
         if base is None:
             raise Refused(f"no baseline row for preset {preset} on {gpu}: apply that machine's baseline record first")
@@ -158,29 +163,29 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         raise Refused(f"{target.name} changed while it was being measured (the record holds other source). "
                       f"Nothing recorded; run it again and leave the file alone until it finishes.")
     better = goals.better
-    exp = records.next_exp_id(rows)
-    best = None if is_baseline else records.best_row(rows, preset, gpu, better)
-    current = None if is_baseline else records.current_row(rows, preset, gpu)
+    exp = R.next_exp_id(rows)
+    best = None if is_baseline else R.best_row(rows, preset, gpu, better)
+    current = None if is_baseline else R.current_row(rows, preset, gpu)
     status = rec["outcome"]
     verdict, reproduced = "", False
     if status == "measured":
         if is_baseline:
             status = "baseline"
         else:
-            v = keep_rule.judge_record(rec, goals, best, current, _common.root() / "records",
-                                       records.keepers(rows, preset, gpu))
+            v = keep_rule.judge_record(rec, goals, best, current, store.folder,
+                                       R.keepers(rows, preset, gpu))
             status, verdict, reproduced = v.status, v.reason, v.reproduced
     base_row = base if not is_baseline else None
     speedup = None
     if status == "baseline":
         speedup = 1.0
     elif f.get("median_s") and base_row:
-        speedup = records.Row.of(base_row).median_s / f["median_s"]  # the baseline row is fp32 eager
-    record, prof, strip = (_common.root() / d / f"{exp}.{ext}" for d, ext in (("records", "json"), ("profiles", "md"), ("quality", "png")))
+        speedup = Row.of(base_row).median_s / f["median_s"]  # the baseline row is fp32 eager
+    record, prof, strip = (store.path(exp), *(_common.root() / d / f"{exp}.{ext}" for d, ext in (("profiles", "md"), ("quality", "png"))))
     taken = [x for x in (record, prof, strip) if x.exists()]
     if taken:
         raise Refused(f"{taken[0].relative_to(_common.root())} exists but results.tsv has no row {exp}: nothing is ever "
-                      f"written over a record; run python harness/records.py restore")
+                      f"written over a record; run auto-optim records restore")
     repo = git_repo()
     note, commit, unsaved = "", "-", []
     if status == "keep":
@@ -203,39 +208,38 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     elif measured_target:
         note = restore(current, goals, preset, repo)
         if " restored to " in note:  # the edit it replaced is in the record
-            note += (f"; the candidate's source is kept in records/{exp}.json (\"source\"): python harness/records.py "
+            note += (f"; the candidate's source is kept in records/ (its record names it): auto-optim records "
                      f"source {exp} > {_target(goals)[1]} brings it back")
     # A keeper's profile and quality strip go to profiles/ and quality/; its record points at them.
     files = {}
-    if status in records.KEEPERS and rec.get("profile_md"):
+    if status in KEEPERS and rec.get("profile_md"):
         files["profile_md"] = (prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1).encode())
-    if status in records.KEEPERS and rec.get("strip_png"):
+    if status in KEEPERS and rec.get("strip_png"):
         files["strip_png"] = (strip, base64.b64decode(rec["strip_png"]))
     pointers = {f"{key.rsplit('_', 1)[0]}_file": {"path": path.relative_to(_common.root()).as_posix(), "sha256": _common.sha256_bytes(data)}
                 for key, (path, data) in files.items()}
-    # The record first, then the row made from it (records.row_from_record): a row is never without its record.
-    # No picture is stored inside a record: a keeper's strip is the file beside it, a revert keeps none.
-    entry = {**{k: v for k, v in rec.items() if k not in files and k != "strip_png"}, **pointers,
-             "exp": exp, "status": status, "commit": commit, "speedup_vs_fp32": speedup, "verdict": verdict or None}
-    _common.atomic_write(record, json.dumps(entry, indent=1, default=str), exclusive=True)
-    row = records.row_from_record(json.loads(record.read_text()))
-    records.append_row(row)
-    rows = records.read_rows()
+    # The record first, then the views made from records/: a row is never without its record.
+    # No picture is stored inside a record: a keeper's strip is the file beside it, a revert keeps none;
+    # the source is stored once by its hash (records/sources/).
+    entry = Record(**{k: v for k, v in rec.items() if k in FIELDS and k not in files}, **pointers,
+                   exp=exp, status=status, commit=commit, speedup_vs_fp32=speedup, verdict=verdict or None)
+    store.write(entry, source=rec.get("source"))
+    row = entry.values()
+    rows = results.write(store)
     leaderboard.write_leaderboard(rows, goals=goals, here=(preset, gpu))
     why = rec.get("reason") or verdict
     try:
         leaderboard.append_progress(f"{exp} {status}: {_fmt_metric(rec, goals)}: {rec['desc']}" + (f" ({markdown(why)})" if why else ""))
     except nofollow.NotPlain as e:  # the row and its record are written: the journal line alone is left out
         print(f"run_experiment: no log line for {exp} in PROGRESS.md: {e}", file=sys.stderr)
-    written = [records.results_path(), records.leaderboard_path(), records.progress_path(),
-               *sorted((_common.root() / "records").glob("*.json"))]
+    written = [results.results_path(), leaderboard.leaderboard_path(), leaderboard.progress_path(), *store.files()]
     if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
         print(f"run_experiment: keeper {exp} has no profile in its record; "
               f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
     for path, data in files.values():
         _common.atomic_write(path, data, exclusive=True)
         written.append(path)
-    if status in records.KEEPERS:  # drawn where it is committed: python harness/plots.py draws it any time
+    if status in KEEPERS:  # drawn where it is committed: python -m harness.ledger.plots draws it any time
         png = render_plot(goals, preset, gpu)
         if png:
             written.append(png)
@@ -248,7 +252,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         unsaved = [f"{exp} is recorded (its row, records/{exp}.json) but {'; '.join(unsaved)}. "
                    "Commit what is missing by hand (git add, git commit)"]
         print(f"run_experiment: NOT COMMITTED: {unsaved[0]}", file=sys.stderr)
-    return (1 if status in records.RED or unsaved else 0), {"unsaved": unsaved[0] if unsaved else None,
+    return (1 if status in RED or unsaved else 0), {"unsaved": unsaved[0] if unsaved else None,
         "exp": exp, "status": status, "row": row, "best": best, "against": current, "note": note, "verdict": verdict, "reason": rec.get("reason"),
         "range_s": (f["min_s"], f["max_s"]) if f.get("min_s") is not None and f.get("max_s") is not None else None,
         "calls_checked": len(f.get("checked") or [])}
@@ -261,7 +265,7 @@ def _contents(paths: list[Path]) -> dict[Path, bytes]:
     for path in paths:
         try:
             out[path] = (nofollow.read_bytes(path.parent, path.name, nofollow.JOURNAL_CAP)
-                         if path == records.progress_path() else path.read_bytes())
+                         if path == leaderboard.progress_path() else path.read_bytes())
         except (FileNotFoundError, nofollow.NotPlain):
             continue
     return out
@@ -283,141 +287,11 @@ def _fmt_metric(rec: dict[str, Any], goals: dict[str, Any]) -> str:
 def render_plot(goals: dict[str, Any], preset: str, gpu: str) -> Path | None:
     """This machine's picture (progress/<preset>-<machine>.png): never another machine's."""
     try:
-        from harness import plots  # lazy: helper module with matplotlib inside
-        out = plots.render_progress(records.results_path(), plots.progress_path(_common.root(), preset, gpu), goals, preset, gpu)
+        from harness.ledger import plots  # lazy: helper module with matplotlib inside
+        out = plots.render_progress(results.results_path(), plots.progress_path(_common.root(), preset, gpu), goals, preset, gpu)
         return Path(out) if out else None
     except ImportError as e:
         print(f"run_experiment: progress plot skipped ({e})", file=sys.stderr)
     except Exception as e:  # noqa: BLE001 - a plot must never lose a record
         print(f"run_experiment: progress plot failed: {type(e).__name__}: {e}", file=sys.stderr)
     return None
-
-
-def seconds(s: float) -> str:
-    """A duration in plain digits: a spread below a millisecond in ms, never as 9.4e-05 s."""
-    return f"{s:.4g} s" if s >= 1e-3 else f"{s * 1e3:.2g} ms"
-
-
-def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] | None) -> str:
-    """The median, the range and spread of the timed calls it came from, and the quality (the worst
-    of the checked outputs); for a keeper, the ratio to the baseline in force. Whether it is a gain
-    is the verdict's to say (harness/keep_rule.py), and nothing here says otherwise."""
-    row, spec = r["row"], goals.metric_spec
-    line = f"  {row['median_s']:.4g} s per call (median of the timed calls)"
-    if goals.better == "higher" and row.get("metric") is not None:
-        line += f" = {row['metric']:.4g} {spec.get('unit', '')}"
-    if r.get("range_s"):
-        lo, hi = r["range_s"]
-        line += f"; the calls ranged {lo:.4g}-{hi:.4g} s (spread {seconds(hi - lo)}, {(hi - lo) / row['median_s']:.0%} of the median)"
-    if row.get("quality") is not None:
-        checked = r.get("calls_checked")
-        line += (f"; {goals.quality_name} {row['quality']:.4g} against the reference"
-                 + (f" (the worst of {checked} checked outputs)" if checked else ""))
-    if row.get("speedup_vs_fp32") is not None and r["status"] == "keep" and base is not None:
-        line += f"\n  {row['speedup_vs_fp32']:.2f}x the fp32 eager baseline's median on this machine ({base['exp']})"
-    return line
-
-
-MEANING = {
-    "baseline": "the frozen model in fp32 eager (PyTorch defaults): the yardstick every speedup is over",
-    "keep": "faster than the keeper timed beside it, beyond the noise: now the candidate file, committed",
-    "revert": "no gain beyond the noise over the keeper beside it: the candidate file was put back",
-    "inconclusive": "too noisy to tell: not kept, the candidate file put back; run it again on a quieter machine",
-    "rerun": "a keeper's own code measured again",
-    "gate_fail": "an output failed the gate (quality) or the checks",
-    "crash": "the candidate raised, or its worker died",
-    "timeout": "the build or a call took longer than allowed",
-    "tampered": "a frozen file changed during the run: void",
-}
-SHOWN_ROWS = 12  # the last rows of this machine's comparison that a run's summary prints
-
-
-def your_rows(rows: list[dict[str, Any]], goals: dict[str, Any], preset: str, gpu: str) -> list[str]:
-    """This machine's rows since its baseline (the comparison in force), and what their statuses
-    mean: what a first run's output ends with."""
-    base = records.baseline_row(rows, preset, gpu)
-    if base is None:
-        return []
-    mine = [r for r in rows[rows.index(base):] if r["preset"] == preset and r["gpu"] == gpu]
-    unit = goals.metric_spec.get("unit", "")
-    lines = [f"This machine's rows (preset {preset}, {gpu}) since the baseline {base['exp']}; results.tsv holds them "
-             f"all, leaderboard.md ranks the keepers:"]
-    if len(mine) > SHOWN_ROWS:
-        lines.append(f"  ... {len(mine) - SHOWN_ROWS} earlier rows")
-    for r in mine[-SHOWN_ROWS:]:
-        row = records.Row.of(r)
-        metric = f"{row.metric_value:.4g} {unit}".strip() if r["status"] not in records.RED else "-"
-        speed = f"{row.speedup_vs_fp32:.2f}x" if row.speedup_vs_fp32 is not None and r["status"] not in records.RED else "-"
-        lines.append(f"  {r['exp']}  {r['status']:<12}  {metric:>12}  {speed:>6}  {r['desc']}")
-    lines.append("  (the x: the fp32 eager baseline's median over the row's, each timed at its own moment)")
-    for status in dict.fromkeys(r["status"] for r in mine[-SHOWN_ROWS:]):
-        lines.append(f"  {status}: {MEANING.get(status, '')}")
-    return lines
-
-
-def _run_command() -> str:
-    """The command that runs this target again: no option for the default target, --target NAME for
-    another of targets/, AUTO_OPTIM_GOALS=... for a goals file outside them."""
-    run = "python harness/run_experiment.py "
-    where = _common.goals_path()
-    folder = where.parent
-    if where.name == "goals.json" and folder.parent == (_common.REPO / paths.TARGETS).resolve():
-        try:
-            default = paths.default_target()
-        except paths.TargetError:
-            default = None
-        return run + ("" if folder.name == default else f"--target {folder.name} ") + '--desc "..."'
-    return f"AUTO_OPTIM_GOALS={os.path.relpath(where, Path.cwd())} " + run + '--desc "..."'
-
-
-def next_step(result: dict[str, Any], goals: dict[str, Any]) -> str:
-    """What to do after this run, for this target, on this device, after this outcome."""
-    row, status, exp = result["row"], result["status"], result["exp"]
-    cand = goals["candidate"]
-    command = _run_command()
-    if status in records.RED:
-        return (f"Next: fix what 'why' says above in {cand} and run again ({command}); the candidate's source stays "
-                f"in records/{exp}.json (python harness/records.py source {exp} prints it).")
-    if status == "inconclusive":
-        back = f" (python harness/records.py source {exp} > {cand} brings it back first)" \
-            if " restored to " in (result.get("note") or "") else ""
-        return (f"Next: nothing was kept. Run the candidate again{back} when the machine is quieter (other jobs "
-                f"stopped: `uptime` shows the load)" + (", or on a GPU machine." if _common.on_cpu(row["gpu"]) else "."))
-    if str(goals.get("description", "")).startswith("REPLACE"):  # harness/new_target.py's stand-in, as written
-        return (f"Next: this target is still new_target.py's stand-in: replace its model, input and gate (README.md in "
-                f"{_common.root().name}/), commit, then run {command}.")
-    if _common.on_cpu(row["gpu"]):
-        return (f"On a CPU the {row['preset']} preset checks the loop end to end; a CPU's speed says little about a GPU's. "
-                f"Next: the same command on a GPU machine ({command}; README, 'On a GPU'), or let Claude Code run "
-                f"the loop (README, 'Running it with Claude Code').")
-    return (f"Next: read the keeper's profile (profiles/), change {cand}, run this again (program.md has the loop); "
-            f"leaderboard.md ranks this machine's keepers.")
-
-
-def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
-    """The last lines of a run: what each row says, in plain words, what to do next, and this
-    machine's rows with what they mean."""
-    lines = []
-    rows = records.read_rows()
-    for r in results:
-        row = r["row"]
-        what = f"{r['exp']}: {r['status'].upper()}  {row['desc']}"
-        if row.get("median_s") is not None:
-            upto = rows[:next(i for i, x in enumerate(rows) if x["exp"] == r["exp"]) + 1]
-            what += "\n" + timing_line(r, goals, records.baseline_row(upto, row["preset"], row["gpu"]))
-        if r.get("reason"):
-            what += f"\n  why: {r['reason']}"
-        if r.get("verdict"):
-            what += f"\n  {r['verdict']}"
-        if r.get("note"):
-            what += f"\n  {r['note']}"
-        lines.append(what)
-    last = results[-1]
-    row = last["row"]
-    if not _common.on_cpu(row["gpu"]):  # the stop rule's floor and profile figures mean nothing on a CPU
-        stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"], floor.load_peak(row["gpu"]),
-                                                 _common.load_adapter(goals), _common.root() / "records")
-        lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
-                     else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
-    lines.append(next_step(last, goals))
-    return lines + your_rows(rows, goals, row["preset"], row["gpu"])

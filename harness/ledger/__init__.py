@@ -1,0 +1,1 @@
+"""The ledger: each experiment's signed record, written once (store.py), and what is made from the records: results.tsv, leaderboard.md, PROGRESS.md's log line, the progress picture, and the keeper's commit."""
