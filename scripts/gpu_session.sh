@@ -3,7 +3,7 @@
 # reference, pool of fresh inputs), then runs each
 # line of a plan through `run_experiment.py --measure-only` (one JSON record per line) and applies
 # the record to this copy's results.tsv at once, so the next line is judged against it. Back in
-# the git checkout, `python harness/run_experiment.py --apply REC.json` for each record, in order,
+# the git checkout, `python harness/cli/run_experiment.py --apply REC.json` for each record, in order,
 # does the same bookkeeping for real (results.tsv, leaderboard.md, PROGRESS.md, commits,
 # profiles, quality strips).
 #
@@ -44,7 +44,7 @@ key=$(python3 -c 'from harness import signing; print(signing.key_path())')
 log "records signed with the key in $(dirname "$key")"
 
 log "assets"
-python3 harness/prepare.py --preset "$preset" --seeded 2>&1 | tail -n 3
+python3 harness/cli/prepare.py --preset "$preset" --seeded 2>&1 | tail -n 3
 
 # Every candidate as it is now: applying a keeper below rewrites the target's optimize.py, so a
 # later line naming optimize.py would otherwise measure that keeper instead of the file planned.
@@ -68,9 +68,9 @@ while IFS= read -r line; do
   desc=$(echo "$desc" | sed 's/^ *//; s/ *$//')
   log "experiment $n: $cand: $desc"
   # shellcheck disable=SC2086
-  python3 harness/run_experiment.py --preset "$preset" --measure-only --record-out "$rec" --desc "$desc" \
+  python3 harness/cli/run_experiment.py --preset "$preset" --measure-only --record-out "$rec" --desc "$desc" \
     --candidate "$snap/$cand" $extra 2>&1 | tail -n 25
-  [ -f "$rec" ] && python3 harness/run_experiment.py --apply "$rec" 2>&1 | tail -n 5
+  [ -f "$rec" ] && python3 harness/cli/run_experiment.py --apply "$rec" 2>&1 | tail -n 5
 done < "$plan"
 
 if [ "$mp4" = "--mp4" ]; then

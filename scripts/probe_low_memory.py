@@ -11,11 +11,9 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness import target  # noqa: E402
 target.use("wan-vae")  # the worked example's packages by name (harness/target/)
 from _probe import preset_shape  # noqa: E402

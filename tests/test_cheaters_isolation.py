@@ -30,7 +30,7 @@ import pytest
 import torch
 
 from conftest import made_once, make_toy, use
-from harness.session import Session
+from harness.measure.session import Session
 from test_run_experiment import run_here
 
 REPO = Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ def run_bounded(cmd: list[str], timeout: float, **kw: Any) -> subprocess.Complet
 
 CHILD = r"""
 import json, os, sys
-from harness.session import Session
+from harness.measure.session import Session
 path, kw = sys.argv[1], json.loads(sys.argv[2])
 def sched():
     return {"policy": os.sched_getscheduler(0), "nice": os.getpriority(os.PRIO_PROCESS, 0),
@@ -733,16 +733,16 @@ def test_the_sandbox_shows_only_the_workers_gpus(monkeypatch: pytest.MonkeyPatch
     """The bwrap command line binds the GPU nodes the view names, the driver's compute nodes, and
     nothing else of the host's GPUs or display, even where the host has them (faked here: CI has
     no GPU, and /dev is listed through a stand-in that names four GPUs and the display nodes)."""
-    from harness import sandbox
+    from harness.sandbox import boundary
 
-    if sandbox.bwrap() is None:
-        pytest.skip(sandbox.NOT_INSTALLED)
+    if boundary.bwrap() is None:
+        pytest.skip(boundary.NOT_INSTALLED)
     host = [Path(f"/dev/nvidia{k}") for k in range(4)] + [Path("/dev/nvidia-modeset"), Path("/dev/nvidia-caps"),
                                                            Path("/dev/dri")]
     real_glob, real_iterdir = Path.glob, Path.iterdir
     monkeypatch.setattr(Path, "glob", lambda self, pat: iter(host) if self == Path("/dev") else real_glob(self, pat))
     monkeypatch.setattr(Path, "iterdir", lambda self: iter(host) if self == Path("/dev") else real_iterdir(self))
-    argv, fds = sandbox.wrap(["true"], sandbox.Policy(shown=(), gpus=("/dev/nvidia3",)))
+    argv, fds = boundary.wrap(["true"], boundary.Policy(shown=(), gpus=("/dev/nvidia3",)))
     for fd in fds:
         os.close(fd)
     bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--dev-bind-try"]
@@ -753,8 +753,9 @@ def test_a_worker_is_given_its_gpus_by_uuid_and_node(monkeypatch: pytest.MonkeyP
     """CUDA devices 0..n-1 of the harness, named to the worker by UUID and shown by node (only
     those nodes are writable under Landlock); a GPU whose node NVML cannot name, or whose node is
     not there, is a refusal, never every GPU shown. Unsandboxed, nothing is asked of NVML."""
-    from harness import _common, nvml, worker_process
+    from harness import _common
 
+    from harness.measure import nvml, worker_process
     nodes = {0: "/dev/nvidia5", 1: "/dev/nvidia2", 2: "/dev/nvidia7"}
     monkeypatch.setattr(nvml, "device_uuid", lambda k: f"GPU-{k}aaa")
     monkeypatch.setattr(nvml, "device_node", lambda k: nodes.get(k) if k != 3 else None)
@@ -781,7 +782,7 @@ def test_a_worker_is_given_its_gpus_by_uuid_and_node(monkeypatch: pytest.MonkeyP
 def test_another_gpu_is_out_of_reach(at_toy: Path) -> None:
     """borrows_another_gpu on a host of several GPUs, given one: CUDA lists one GPU in the
     sandbox, and /dev holds that GPU's node alone, so the decode stays where the harness put it."""
-    from harness import nvml
+    from harness.measure import nvml
 
     with Session(CHEATERS / "borrows_another_gpu.py", "tiny", "cuda") as s:
         f = s.measure()

@@ -35,8 +35,11 @@ from pathlib import Path
 import pytest
 
 from conftest import use
-from harness import _common, cgroup, process, sandbox, seccomp, worker_process
-from harness.session import Session
+from harness import _common
+from harness.target import assets
+from harness.sandbox import cgroup, boundary, seccomp
+from harness.measure import process, worker_process
+from harness.measure.session import Session
 from test_cheaters_isolation import CHEATERS, bundle, cheater, info
 
 sys.path.insert(0, str(CHEATERS))
@@ -59,14 +62,14 @@ def _has_cap(bit: int) -> bool:
 
 def test_the_refused_calls_fail_inside_and_not_outside(at_toy: Path) -> None:
     """tests/_syscall_probe.py in the worker's sandbox (its real policy: the filter bwrap loads for
-    the worker and every rank) and outside it: every call harness/seccomp.py lists gets EPERM
+    the worker and every rank) and outside it: every call harness/sandbox/seccomp.py lists gets EPERM
     inside, none of them does outside (the keyring calls succeed there), and the calls the
     worker needs (sockets, fcntl, memfd) still work inside."""
     if seccomp.program() is None:
         pytest.skip("no seccomp filter for this architecture")
     policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), _common.load_goals(),
-                                   sandbox.SCRATCH)
-    argv, fds = sandbox.wrap([sys.executable, "-S", str(PROBE)], sandbox.Policy(
+                                   boundary.SCRATCH)
+    argv, fds = boundary.wrap([sys.executable, "-S", str(PROBE)], boundary.Policy(
         shown=(*policy.shown, (str(PROBE), str(PROBE))), links=policy.links, masked=policy.masked, env=policy.env))
     try:
         inside = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60, env=dict(policy.env))
@@ -155,7 +158,7 @@ def test_no_state_in_keyrings_and_no_copy_of_the_assets(at_toy: Path, tmp_path: 
     non-root user without delegation), which the row and one line on stderr must say."""
     tag = uuid.uuid4().hex[:12]
     assert _keys.join_session(f"auto-optim-test-{tag}") > 0, "no session keyring could be made here"
-    copies = _copies_of_assets(_common.assets_dir(), tag)
+    copies = _copies_of_assets(assets.assets_dir(), tag)
     monkeypatch.setattr(cgroup, "make", lambda memory_bytes, tasks=None: (None, "no cgroup could be made for the worker (the test's)"))
     names = ["caches_in_host_keyring", "caches_in_session_keyring", "exfiltrates_inputs", "resets_oom_score",
              "reads_asset_copies"]
@@ -203,7 +206,7 @@ def _soon(check, within_s: float = 10.0) -> bool:
 
 def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None:
     """hops_while_frozen: a chain of processes that fork and exit, each counting in the worker's
-    /tmp. While the worker is paused (as while its rival is timed, harness/alternate.py) the count
+    /tmp. While the worker is paused (as while its rival is timed, harness/measure/alternate.py) the count
     must not move; once resumed it does (the chain is alive: the check proves something)."""
     tag = uuid.uuid4().hex[:12]
     with Session(cheater("hops_while_frozen", tmp_path / "c", CHEAT_MARKER=tag), "tiny", "cpu") as s:
@@ -233,7 +236,7 @@ def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None
 
 @pytest.mark.parametrize("version", [1, 2])
 def test_the_freezer_of_each_cgroup_version(version: int) -> None:
-    """harness/cgroup.py's freeze and thaw on a bare fork-and-exit chain (no worker, no torch), for
+    """harness/sandbox/cgroup.py's freeze and thaw on a bare fork-and-exit chain (no worker, no torch), for
     each cgroup version this machine has (a hybrid one has both: v1's freezer, v2's cgroup.freeze)."""
     name = f"{cgroup.PREFIX}{os.getpid()}-test-v{version}"
     if version == 2:
@@ -307,7 +310,7 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
     /etc; bwrap starts from an empty root, made read-only, not from the host's `/`."""
     goals = _common.load_goals()
     projects = [Path(worker_process.HARNESS.parent), _common.root()]
-    policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), goals, sandbox.SCRATCH)
+    policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), goals, boundary.SCRATCH)
     prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)}
     prefixes |= {Path(p) for p in worker_process.extra_tools(dict(os.environ))}  # CC=/opt/gcc/bin/gcc: its folders
 
@@ -323,7 +326,7 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
     assert Path("/") not in shown and Path("/usr") in shown and Path("/sys/devices/system/cpu") in shown
     sys_shown = [d for d in shown if Path("/sys") in d.parents or d == Path("/sys")]  # an allow-list of /sys
     assert all(any(d == Path(a) or Path(a) in d.parents for a in ("/sys/devices", "/sys/module")) for d in sys_shown), sys_shown
-    argv, fds = sandbox.wrap(["true"], policy)
+    argv, fds = boundary.wrap(["true"], policy)
     for fd in fds:
         os.close(fd)
     pairs = list(zip(argv, argv[1:], argv[2:]))
@@ -333,9 +336,9 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
 
 
 def test_a_worker_the_kernel_cannot_freeze_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    """harness/alternate.py: a rival whose freeze did not complete (its worker already stopped by
+    """harness/measure/alternate.py: a rival whose freeze did not complete (its worker already stopped by
     Session.pause) fails, before the other worker's call is timed beside it."""
-    from harness import alternate
+    from harness.measure import alternate
 
     class Rival:
         def __init__(self, why: str | None) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import TOY, make_assets, use
 from harness import records as R
-from harness.session import Session
+from harness.measure.session import Session
 from test_run_experiment import run_here
 
 SLOW_LOAD = '''"""The toy's adapter, its model SLOW_LOAD_S seconds to load (tests/test_fail_fast.py)."""
@@ -46,7 +46,7 @@ def slow_toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The toy with a slow model load and a baseline row for this machine (written here, not
     measured), so that a run times the candidate beside the fp32 eager baseline."""
     from harness import _common as C
-    from harness.run_experiment import BASELINE
+    from harness.cli.run_experiment import BASELINE
 
     ws = tmp_path / "toy"
     shutil.copytree(TOY, ws, ignore=shutil.ignore_patterns("__pycache__", "assets", "toymodel"))

@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 from conftest import make_toy
-from harness import bench, floor, ledger, records as R
+from harness.cli import bench
+from harness import floor, ledger, records as R
 from harness import keep_rule as K
 from test_run_experiment import MEDIUM, candidate, git, run
 

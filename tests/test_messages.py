@@ -11,10 +11,11 @@ import shutil
 from pathlib import Path
 
 from conftest import use
-from harness import ledger, new_target
+from harness import ledger
+from harness.cli import new_target
 from harness import records as R
 from harness.goals import parse
-from harness.run_experiment import strip_title
+from harness.cli.run_experiment import strip_title
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder

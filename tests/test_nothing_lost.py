@@ -15,13 +15,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import make_toy, use
+from conftest import make_toy, tool, use
 from harness import _common as C
 from harness import records as R
 from test_run_experiment import candidate, git, run_here
@@ -155,7 +154,7 @@ def test_a_record_is_never_written_over(tmp_path: Path) -> None:
 
 def test_apply_refuses_to_write_over_a_stray_record(tmp_path: Path) -> None:
     """A profile or record already named for the next exp is never replaced: apply refuses first."""
-    from harness import run_experiment
+    from harness.cli import run_experiment
 
     ws = make_toy(tmp_path / "toy", git=True)
     rc, f, out = measured(ws, "--desc", "first run", "--no-profile")
@@ -177,7 +176,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
     # SIGINT at its default, as a terminal's shell starts a command: a pytest started in the
     # background by a script ignores SIGINT, and a Python started so never raises KeyboardInterrupt.
-    p = subprocess.Popen([sys.executable, str(ws / "harness" / "run_experiment.py"), "--desc", "x"], cwd=ws, env=env,
+    p = subprocess.Popen([*tool("harness.cli.run_experiment", ws), "--desc", "x"], cwd=ws, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lock = ws / "runs" / "device_0.lock"

@@ -1,10 +1,10 @@
 """Time the candidate: warm-up apart, N timed calls, median and spread; every call checked.
 
 Usage:
-    python harness/bench.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--runs N]
+    python harness/cli/bench.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--runs N]
                             [--baseline] [--unsandboxed]
 
-The calls run in a sandboxed worker exactly as verify's do (harness/session.py); the clock is
+The calls run in a sandboxed worker exactly as verify's do (harness/measure/session.py); the clock is
 read by this process, from handing an input over to holding the complete output, and every
 output is checked, so a timed call cannot be told from a checked one. One more call (a fresh
 input, checked) counts the FLOPs the candidate executes, for the floor (harness/floor.py).
@@ -24,12 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import paths, _common  # noqa: E402
 from harness import floor  # noqa: E402
-from harness.session import Session  # noqa: E402
+from harness.measure.session import Session  # noqa: E402
 
-BASELINES = Path(__file__).resolve().parent / "baselines"
+BASELINES = Path(__file__).resolve().parents[1] / "baselines"
 
 
 def time_baselines(preset: str | None, device: str | None, runs: int | None, unsandboxed: bool) -> dict[str, float]:
@@ -87,7 +86,7 @@ def human(f: dict[str, Any]) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The options (harness/person.py reads the person's powers from what this parser makes)."""
+    """The options (harness/cli/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     paths.add_target_option(p)
     p.add_argument("--preset")
@@ -119,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness import person
+    from harness.cli import person
 
-    person.refuse_agent(parser(), sys.argv[1:], "harness/bench.py")
+    person.refuse_agent(parser(), sys.argv[1:], "harness/cli/bench.py")
     sys.exit(main())
 
 # rewritten by a candidate

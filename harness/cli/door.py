@@ -2,7 +2,7 @@
 
 It takes no argument (any, even -h, is refused): there is nothing in its command line to parse,
 so nothing a shell or a parser could read differently. What to do comes from request.json, which the
-agent writes beside goals.json (harness/request.py has the schema), for example
+agent writes beside goals.json (harness/cli/request.py has the schema), for example
     {"run": "experiment", "desc": "bf16 weights: halves the conv's bytes"}
     {"run": "wave", "candidates": ["candidates/a.py", "candidates/b.py"]}
     {"run": "verify", "candidate": "candidates/a.py"}      (bench and profile alike; "floor" takes none)
@@ -12,21 +12,21 @@ it) of the checkout its own code lives in (this file's folder's parent), never t
 directory, AUTO_OPTIM_GOALS or any other variable: its targets/<name>/ folder, whose goals.json is
 committed and unchanged. Each refusal is one line on stderr, exit 2, nothing measured
 (cheap checks first: a refusal imports no torch). Before it measures it checks, in order:
-  - no argument, and a Python that lies outside the project (harness/interpreter.py);
+  - no argument, and a Python that lies outside the project (harness/sandbox/interpreter.py);
   - request.json beside that goals.json, read without following a link
     (harness/nofollow.py), at most 64 KiB, valid under the schema;
   - that the files it will read (the candidate or the wave's variants, PROGRESS.md) are plain files;
-  - that no untracked module sits where the harness imports from (the checkout's and the target's
-    folders, on sys.path last: a planted `triton.py` would run here, outside the sandbox), and no
+  - that no untracked module sits in the checkout's or the target's folder (neither is on sys.path,
+    harness/__init__.py; a planted `triton.py` there is refused all the same, outside the sandbox), and no
     untracked CLAUDE.md, AGENTS.md, .gitattributes, .claude/ ... outside the protected paths
     (agent/policy.py stray_configuration);
   - that it runs outside Claude Code's sandbox (runs/ must be a folder it can write), with the
     worker's sandbox available (there is no unsandboxed path through it).
 Then it consumes the request (moved to runs/requests/<time>.json, so a stale one is never run
-again; a refused one stays to be fixed) and runs it: an experiment (harness/run_experiment.py),
-a wave (harness/wave.py), verify / bench / profile (the file read without following a link; a
+again; a refused one stays to be fixed) and runs it: an experiment (harness/cli/run_experiment.py),
+a wave (harness/cli/wave.py), verify / bench / profile (the file read without following a link; a
 variant's profile goes to profiles/candidates-NAME.md), or the stop rule's
-verdict (harness/floor.py --verdict). The person's powers are not in the schema: harness/person.py.
+verdict (harness/floor.py --verdict). The person's powers are not in the schema: harness/cli/person.py.
 Exit: the tool's own (run_experiment: 0 recorded, 1 the candidate failed, 2 refused).
 """
 
@@ -38,14 +38,13 @@ import sys
 import time
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parent.parent
-if str(CHECKOUT) not in sys.path:
-    sys.path.append(str(CHECKOUT))  # `python harness/door.py`; the console script finds the package installed
-from harness import paths, request as schema  # noqa: E402
+CHECKOUT = Path(__file__).resolve().parents[2]
+from harness import paths  # noqa: E402
+from harness.cli import request as schema
 from harness.goals import GOALS_ENV  # noqa: E402
 from harness import git_plumbing, nofollow  # noqa: E402
 from harness.paths import agent_policy  # noqa: E402
-from harness.interpreter import untrusted_python  # noqa: E402
+from harness.sandbox.interpreter import untrusted_python  # noqa: E402
 
 NAME = "auto-optim-agent"
 REQUEST = "request.json"
@@ -174,9 +173,9 @@ def check_setting(folder: Path, req: schema.Request, candidate: str) -> None:
         raise Refusal(f"{_rel(folder)}runs/ is not writable here ({e.strerror or e}): the door runs outside Claude "
                       "Code's sandbox, as a Bash call with dangerouslyDisableSandbox: true") from None
     if req.run != "floor":
-        from harness import sandbox
+        from harness.sandbox import boundary
 
-        why = sandbox.available()
+        why = boundary.available()
         if why:
             raise Refusal(f"no sandbox for the candidate: {why}; the door never runs a candidate without one")
 
@@ -196,7 +195,7 @@ def run(folder: Path, req: schema.Request, candidate: str) -> int:
 
     preset = [f"--preset={req.preset}"] if req.preset else []
     if req.run in ("experiment", "wave"):
-        from harness import run_experiment, wave
+        from harness.cli import run_experiment, wave
 
         tool = run_experiment if req.run == "experiment" else wave
         a = tool.parser().parse_args([str(folder / f) for f in req.candidates])
@@ -206,9 +205,10 @@ def run(folder: Path, req: schema.Request, candidate: str) -> int:
         from harness import floor
 
         return floor.main(["--verdict", *preset])
-    from harness import bench, profile, verify
+    from harness.cli import bench, verify
 
-    args = [f"--candidate={folder / req.candidate}", *preset]  # read without following a link (harness/session.py)
+    from harness.measure import profile
+    args = [f"--candidate={folder / req.candidate}", *preset]  # read without following a link (harness/measure/session.py)
     if req.run == "profile":
         out = Path(candidate).stem if req.candidate == candidate else f"candidates-{Path(req.candidate).stem}"
         args += [f"--out={folder / 'profiles' / out}.md", f"--title={req.candidate}"]
@@ -219,7 +219,7 @@ def run(folder: Path, req: schema.Request, candidate: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        if Path(schema.__file__).resolve().parent != CHECKOUT / "harness":
+        if Path(schema.__file__).resolve().parent != CHECKOUT / "harness" / "cli":
             raise Refusal(f"the harness imported ({schema.__file__}) is not this checkout's ({CHECKOUT})")
         if args:
             raise Refusal(f"it takes no arguments, not {args[0][:60]!r}: write {request_path()} "

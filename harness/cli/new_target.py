@@ -1,13 +1,13 @@
 """Scaffold a new target: the few files that retarget the harness, as a working starting point.
 
 Usage:
-    python harness/new_target.py NAME [--dir DIR]        # from the repository root; DIR: targets/NAME
+    python harness/cli/new_target.py NAME [--dir DIR]        # from the repository root; DIR: targets/NAME
 
 Writes DIR/ (refused if it exists), every file the harness and the hooks expect a target to hold:
     goals.json          the target: adapter, presets, metric, gate, pool, noise threshold, stop rule
     optimize.py         the candidate the agent edits: build_decoder(model, example_input) -> (forward_fn, info)
     NAME_model/         the frozen model and its adapter (target.py: the functions the harness calls,
-                        harness/adapter.py's Adapter, checked when it loads)
+                        harness/target/adapter.py's Adapter, checked when it loads)
     candidates/         the variants of a wave (the agent's)
     results.tsv         the ledger, its header only
     records/ profiles/ quality/ progress/   what the harness writes (each with a README.md, for git)
@@ -39,7 +39,6 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import _common, records  # noqa: E402
 
 GOALS = {
@@ -67,7 +66,7 @@ GOALS = {
 }
 
 ADAPTER = '''"""The adapter of target {name}: the functions the harness calls (their one definition:
-harness/adapter.py). REPLACE the stand-in model, its input and its gate with yours; keep the names.
+harness/target/adapter.py). REPLACE the stand-in model, its input and its gate with yours; keep the names.
 """
 
 from __future__ import annotations
@@ -156,7 +155,7 @@ def build_decoder(model, example_input):
 
 README = '''# Target {name}
 
-Made by `python harness/new_target.py {name}`: a working stand-in to replace.
+Made by `python harness/cli/new_target.py {name}`: a working stand-in to replace.
 
 1. **The model and its adapter**: `{package}/target.py`. Replace `Model` and `load_model` with your
    frozen model, `make_input` with your input (token ids, a latent, ...), `compare` with your
@@ -177,9 +176,9 @@ To let the agent work on it, make it the default: `[tool.auto-optim] target = "{
 
 
 # The folders the harness writes in (and candidates/, the agent's), each with a README.md so git keeps it.
-FOLDERS = {"candidates": "The variants of a wave: the agent writes them here (harness/wave.py).",
+FOLDERS = {"candidates": "The variants of a wave: the agent writes them here (harness/cli/wave.py).",
            "records": "One signed record a row of results.tsv (harness/record_file.py).",
-           "profiles": "Profiles of the candidates (harness/profile.py).",
+           "profiles": "Profiles of the candidates (harness/measure/profile.py).",
            "quality": "Quality pictures of the rows (harness/plots.py).",
            "progress": "Progress plots, one a preset and machine (harness/plots.py)."}
 
@@ -227,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     goals = (folder / "goals.json").as_posix()
     if Path(os.path.abspath(folder)).parent == _common.REPO / "targets" and (_common.REPO / ".claude").is_dir():
-        from harness import person
+        from harness.cli import person
 
         person.write_settings()
     _common.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),

@@ -7,9 +7,10 @@ Usage:
     auto-optim wave|verify|bench|profile|floor|prepare|records ARGS   (the tools, with their own options)
     auto-optim settings [--check]                (write .claude/settings.json from agent/policy.py)
 
-Each verb is the tool of the same job (`run`, `measure` and `apply` are harness/run_experiment.py,
-the others harness/<verb>.py, `records` harness/records.py); `python harness/<tool>.py` stays an alias
-for scripts, GPU plans and tests. The agent has its own door, `auto-optim-agent` (harness/door.py),
+Each verb is the tool of the same job (TOOLS: `run`, `measure` and `apply` are harness/cli/run_experiment.py,
+the others harness/cli/<verb>.py, `floor` harness/floor.py, `records`
+harness/records.py); `python -P -m MODULE` (the package installed; -P keeps the working folder off sys.path)
+stays an alias for scripts and GPU plans, harness/start.py for a wave's members and the tests. The agent has its own door, `auto-optim-agent` (harness/cli/door.py),
 which takes no argument and has none of these powers: applying a record, measuring into a file,
 re-baselining, running a candidate unsandboxed.
 
@@ -37,7 +38,7 @@ import os
 import sys
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 # What each power does, as the confirmation names it.
 POWERS = {
     "apply": "record a result from a record file (signed with your key) into results.tsv and git",
@@ -45,9 +46,11 @@ POWERS = {
     "rebaseline": "start a new comparison: record a new fp32 eager baseline row",
     "unsandboxed": "run the candidate's code WITHOUT the sandbox, with your rights",
 }
-TOOLS = {"run": "run_experiment", "measure": "run_experiment", "apply": "run_experiment", "wave": "wave",
-         "verify": "verify", "bench": "bench", "profile": "profile", "floor": "floor", "prepare": "prepare",
-         "records": "records"}
+# Each verb's module (its parser() and main(), or run() for the three of run_experiment).
+TOOLS = {"run": "harness.cli.run_experiment", "measure": "harness.cli.run_experiment",
+         "apply": "harness.cli.run_experiment", "wave": "harness.cli.wave", "verify": "harness.cli.verify",
+         "bench": "harness.cli.bench", "profile": "harness.cli.profile", "floor": "harness.floor",
+         "prepare": "harness.cli.prepare", "records": "harness.records"}
 CLAUDE_VARIABLES = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "SANDBOX_RUNTIME")
 
 
@@ -101,7 +104,7 @@ def powers(a: argparse.Namespace) -> list[str]:
 
 
 def refuse_agent(parser: argparse.ArgumentParser, argv: list[str], tool: str) -> None:
-    """For the aliases (`python harness/<tool>.py`): exit 2, one line, when a power is asked for from
+    """For the aliases (`python -P -m harness.cli.<tool>`): exit 2, one line, when a power is asked for from
     Claude Code's tool. Other uses (a measurement, a wave member's --measure-only) pass."""
     asked = [p for p in powers(parser.parse_args(argv)) if p != "measure"]
     why = started_by_claude_code() if asked else None
@@ -149,7 +152,7 @@ def _run_tool(verb: str, rest: list[str]) -> int:
     import importlib
 
     from harness import goals, paths
-    from harness.interpreter import untrusted_python
+    from harness.sandbox.interpreter import untrusted_python
 
     early = argparse.ArgumentParser(prog=f"auto-optim {verb}", add_help=False)
     paths.add_target_option(early)  # the target first: its folder is checked below
@@ -173,7 +176,7 @@ def _run_tool(verb: str, rest: list[str]) -> int:
             return 2
     from harness import _common
 
-    module = importlib.import_module(f"harness.{TOOLS[verb]}")
+    module = importlib.import_module(TOOLS[verb])
     if verb in ("run", "measure", "apply"):
         if verb == "apply":
             a = module.parser().parse_args([])
@@ -218,5 +221,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.append(str(CHECKOUT))
     sys.exit(main())

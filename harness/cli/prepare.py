@@ -1,11 +1,11 @@
 """Make the assets for a preset, and remake what is missing, damaged or stale: the input, its
-strict-fp32 reference, the pool of fresh inputs with their references (harness/make_reference.py),
+strict-fp32 reference, the pool of fresh inputs with their references (harness/target/make_reference.py),
 the frozen model's weights cache (loading the model remakes a damaged one), and once per machine
 the probe of its peak rates that the floor is measured against (harness/floor.py; not for a preset
 of several ranks, whose rows have no floor).
 
 Usage:
-    python harness/prepare.py [--preset P] [--device cpu|cuda] [--seeded] [--force]
+    python harness/cli/prepare.py [--preset P] [--device cpu|cuda] [--seeded] [--force]
 
 Picks the preset as every tool does (full on CUDA, tiny on CPU). Every asset is checked as the
 harness reads it (readable, the right shape and dtype, made from this input, these weights and
@@ -13,7 +13,7 @@ this model code); a sound one is kept, any other is made again, and a note on st
 --force remakes them all. The input comes from the target's own source (make_latent: a real clip
 for the VAE when the network allows, else the seeded latent; the seeded input for any other
 target); --seeded skips the clip. The quickstart:
-    python harness/prepare.py && python harness/run_experiment.py --desc "first run on this machine"
+    python harness/cli/prepare.py && python harness/cli/run_experiment.py --desc "first run on this machine"
 Exit 0 ready, 2 could not make an asset (one line on stderr), 130 interrupted.
 """
 
@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import paths, _common  # noqa: E402
-from harness.phases import phase  # noqa: E402
+from harness.target import assets
+from harness.cli.phases import phase  # noqa: E402
 
 ASSETS = ("input", "reference", "pool")
 # A disk or its permissions, not an asset: said as such (a full disk once read "run prepare.py").
@@ -46,15 +46,15 @@ def problems(goals: dict[str, Any], adapter: Any, preset: str) -> dict[str, str]
     """What is wrong with each asset of the preset, by name; {} when all are sound. The checks are
     the ones the harness makes when it reads them, so a sound asset here is one every tool accepts."""
     checks: dict[str, Callable[[], Any]] = {
-        "input": lambda: _common.load_input_asset(goals, adapter, preset),
-        "reference": lambda: _common.load_reference_asset(goals, adapter, preset),  # its input and model too
-        "pool": lambda: _common.check_pool(goals, adapter, preset)}
+        "input": lambda: assets.load_input_asset(goals, adapter, preset),
+        "reference": lambda: assets.load_reference_asset(goals, adapter, preset),  # its input and model too
+        "pool": lambda: assets.check_pool(goals, adapter, preset)}
     out = {}
     for name, check in checks.items():
         try:
             check()
         except _common.SetupError as e:
-            out[name] = str(e).split(f"; {_common.REMAKE}")[0]
+            out[name] = str(e).split(f"; {assets.REMAKE}")[0]
     return out
 
 
@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeded", action="store_true", help="use the seeded input, not a clip")
     p.add_argument("--force", action="store_true", help="remake every asset of the preset, sound or not")
     a = p.parse_args(argv)
-    from harness import floor, make_latent, make_reference  # after argparse: --help stays fast
+    from harness import floor  # after argparse: --help stays fast
+    from harness.target import make_latent, make_reference
 
     try:
         goals = _common.load_goals()
@@ -110,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prepare: {disk_error(e)}; what was made before it is kept: run it again once that is fixed",
               file=sys.stderr)
         return 2
-    _common.emit([f"assets for preset {preset} ready in {_common.assets_dir()}" + (f" (made {len(made)})" if made else " (checked: all sound)")],
-           {"preset": preset, "device": device, "made": made, "input": str(_common.input_path(preset)),
-            "reference": str(_common.reference_path(preset)), "pool": str(_common.pool_dir(preset))})
+    _common.emit([f"assets for preset {preset} ready in {assets.assets_dir()}" + (f" (made {len(made)})" if made else " (checked: all sound)")],
+           {"preset": preset, "device": device, "made": made, "input": str(assets.input_path(preset)),
+            "reference": str(assets.reference_path(preset)), "pool": str(assets.pool_dir(preset))})
     return 0
 
 

@@ -1,4 +1,4 @@
-"""request.json: what the agent asks of its door (harness/door.py), parsed by our own strict schema.
+"""request.json: what the agent asks of its door (harness/cli/door.py), parsed by our own strict schema.
 
 The schema is an allow-list of the agent's choices; the person's powers (apply a record, measure
 into a file, re-baseline, run unsandboxed, pick another project or device) do not exist in it, so

@@ -1,10 +1,10 @@
 """Run one experiment: measure (the candidate beside its keeper) -> decide -> record (-> commit + profile).
 
 Usage:
-    python harness/run_experiment.py --desc "bf16 weights" [--preset P] [--candidate FILE]
+    python harness/cli/run_experiment.py --desc "bf16 weights" [--preset P] [--candidate FILE]
                                      [--device cpu|cuda] [--timeout S] [--no-profile] [--unsandboxed]
-    python harness/run_experiment.py --desc "..." --measure-only --record-out rec.json
-    python harness/run_experiment.py --apply rec.json
+    python harness/cli/run_experiment.py --desc "..." --measure-only --record-out rec.json
+    python harness/cli/run_experiment.py --apply rec.json
     add --rebaseline (a person, on purpose) to start a new comparison: a new baseline row first
 
 The baseline. The first run on a machine (no baseline row yet for this preset and GPU model), or
@@ -15,7 +15,7 @@ measured against it. So the first thing a user sees is a true ratio over fp32 ea
 The keep rule (harness/keep_rule.py, the one place it is decided). The candidate is timed in
 alternation with the code it would replace, the current keeper (the latest keep since the
 baseline, whose source optimize.py holds; on a first run the baseline), each in a worker of its
-own (harness/alternate.py), and judged only against it: keep, revert, inconclusive or rerun, by
+own (harness/measure/alternate.py), and judged only against it: keep, revert, inconclusive or rerun, by
 the rule harness/keep_rule.py's docstring states (its one statement). A keeper's source becomes
 optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
 else leaves optimize.py at the current keeper: after a revert, an inconclusive run or a failure of
@@ -34,7 +34,7 @@ Tamper check: the frozen files (harness/, model/, goals.json) are hashed before 
 change during the run voids it (status `tampered`, nothing kept or committed). A run refuses to
 start when the frozen files differ from the baseline's.
 
-Locks (runs/; harness/locks.py): one experiment or wave per checkout, one measurement per GPU;
+Locks (runs/; harness/measure/locks.py): one experiment or wave per checkout, one measurement per GPU;
 records.lock: held by apply from reading results.tsv to the last write, so writers that finish
 together stay whole.
 
@@ -43,10 +43,10 @@ would-be keeper, judged against the keeper timed beside it) and writes a JSON re
 signed with the person's key (harness/signing.py; give that machine a copy of the key folder
 through AUTO_OPTIM_KEY_DIR); --apply does the bookkeeping half in the git checkout, for a record
 that key signed only, and checks every field of it (read_record_file, validate_record).
---apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's (harness/person.py,
-`auto-optim`): the agent runs experiments only through its door (harness/door.py, request.json), and
+--apply, --record-out, --measure-only, --unsandboxed and --rebaseline are the person's (harness/cli/person.py,
+`auto-optim`): the agent runs experiments only through its door (harness/cli/door.py, request.json), and
 Claude Code's hook lets nothing else out of its sandbox (agent/hooks/guard_frozen.py).
-The candidate is read without following a link (harness/snapshot.py), and the worker imports the
+The candidate is read without following a link (harness/sandbox/snapshot.py), and the worker imports the
 bytes the harness read.
 Exit: 0 measured and recorded (baseline, keep, revert, inconclusive, rerun: the candidate passed every check,
 whatever the decision), 1 recorded but the candidate failed (gate_fail, crash, timeout, tampered),
@@ -67,21 +67,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import paths, _common  # noqa: E402
-from harness.phases import phase  # noqa: E402
+from harness.cli.phases import phase  # noqa: E402
 from harness import floor  # noqa: E402
 from harness import keep_rule  # noqa: E402
 from harness import records  # noqa: E402
-from harness import snapshot  # noqa: E402
+from harness.sandbox import snapshot  # noqa: E402
 from harness import git_plumbing  # noqa: E402
-from harness.locks import acquire_lock, device_lock, device_slot  # noqa: E402
+from harness.measure.locks import acquire_lock, device_lock, device_slot  # noqa: E402
 from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
-from harness.prepare import DISK_ERRORS, disk_error  # noqa: E402
+from harness.cli.prepare import DISK_ERRORS, disk_error  # noqa: E402
 from harness.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
 from harness.records import Refused  # noqa: E402
 
-HARNESS = Path(__file__).resolve().parent
+HARNESS = Path(__file__).resolve().parents[1]
 BASELINE = HARNESS / "baselines" / "fp32_eager.py"
 BASELINE_DESC = "baseline: the frozen model, fp32 eager (PyTorch defaults), on this machine"
 BASELINE_ON_ONE = " (a preset of {ranks} ranks: the whole decode on one, the others idle)"
@@ -102,7 +101,7 @@ rerun_of = keep_rule.rerun_of
 
 def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]]:
     """The GPU half: a baseline record first when this machine has none, then the candidate's.
-    The candidate is timed in alternation with the code it would replace (harness/alternate.py):
+    The candidate is timed in alternation with the code it would replace (harness/measure/alternate.py):
     the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper
     (harness/keep_rule.py: a candidate is judged only against its keeper
     timed beside it, never against a figure recorded at another time)."""
@@ -110,7 +109,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
         raise Refused("--best-median is not used any more: a candidate is judged only against its keeper timed beside "
                       "it (harness/keep_rule.py), never against a figure; measure without it")
     cand = Path(os.path.abspath(a.candidate)) if a.candidate else _common.root() / goals["candidate"]
-    try:  # no link followed (harness/snapshot.py); the session reads it so too, and sends the worker its bytes
+    try:  # no link followed (harness/sandbox/snapshot.py); the session reads it so too, and sends the worker its bytes
         source = snapshot.read(cand, _common.root())
     except FileNotFoundError:
         raise Refused(f"candidate file not found: {cand}") from None
@@ -196,7 +195,7 @@ def code_files(frozen: dict[str, str]) -> dict[str, str]:
     """What the tamper check compares before and after a run: the frozen files and every other file
     of the harness (the frozen hash leaves out the commands and the ledger, which say what a row
     means but do not measure it; a run during which any of them changes is void all the same)."""
-    harness = Path(__file__).resolve().parent
+    harness = Path(__file__).resolve().parents[1]
     out = dict(frozen)
     for f in sorted(harness.rglob("*.py")):
         if "__pycache__" not in f.parts:
@@ -219,15 +218,15 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                    keeper: Path | None, cand: Path, first: bool,
                    keepers: tuple[Any, Any]) -> list[dict[str, Any]]:
     """One record per measured file: [baseline, candidate] on a first run, else [candidate]."""
-    from harness.alternate import CandidateDidNotStart, measure_pair, started  # lazy: --apply and --help need no torch
-    from harness.session import Session
+    from harness.measure.alternate import CandidateDidNotStart, measure_pair, started  # lazy: --apply and --help need no torch
+    from harness.measure.session import Session
 
     options = {"unsandboxed": a.unsandboxed, "timeout": a.timeout}
     broken = compile_error(cand)  # before any worker starts: compiling runs none of its code
     if broken:
         print(f"run_experiment: {broken}; recorded as a crash, no worker of its own started"
               + ("; first the baseline this machine needs" if first else ""), file=sys.stderr, flush=True)
-    try:  # first, while no other worker is alive (harness/memory_limit.py)
+    try:  # first, while no other worker is alive (harness/measure/memory_limit.py)
         fits = None if broken else memory_check(goals, preset, device, cand, options)
     except _common.SetupError as e:
         raise Refused(str(e)) from None
@@ -295,7 +294,7 @@ def _measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, de
                             "median_s": kf["median_s"], "candidate_sha": b["candidate_sha"],
                             "warmup_s": kf.get("warmup_s")},) * 2
             fill(recs[-1], s, cf)
-    except CandidateDidNotStart as e:  # its module is imported as its worker starts (harness/worker.py)
+    except CandidateDidNotStart as e:  # its module is imported as its worker starts (harness/worker/main.py)
         try:
             return crashed(recs[-1], f"the candidate's worker did not start (its module is imported then): {e}")
         except _common.SetupError as e2:
@@ -319,12 +318,12 @@ def compile_error(path: Path) -> str | None:
 
 def memory_check(goals: dict[str, Any], preset: str, device: str, cand: Path,
                  options: dict[str, Any]) -> "memory_limit.MemoryCheck | None":
-    """The preset's memory clause (harness/memory_limit.py), checked before the timed pair while
+    """The preset's memory clause (harness/measure/memory_limit.py), checked before the timed pair while
     no other worker is alive; None where the preset has none or there is no GPU to hold it on."""
     gb = goals.presets[preset].memory_gb
     if gb is None or device != "cuda":
         return None
-    from harness import memory_limit
+    from harness.measure import memory_limit
 
     return memory_limit.check(cand, preset, gb, **options)
 
@@ -337,12 +336,12 @@ def pairs(goals: dict[str, Any], preset: str, s: Any) -> int:
     need = s.warmup + want - 1 + 2
     if len(s.pool) < need:
         raise Refused(f"preset {preset} asks for {want} timed pairs after {s.warmup} warm-up call(s): its pool holds "
-                      f"{len(s.pool)} inputs, they need {need}; remake it (python harness/make_reference.py --only pool "
+                      f"{len(s.pool)} inputs, they need {need}; remake it (python harness/target/make_reference.py --only pool "
                       f"--force) with goals.json pool.size >= {need}")
     return want
 def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """The keeper's profile as markdown, and the figures the stop rule reads (harness/floor.py)."""
-    from harness import profile
+    from harness.measure import profile
 
     summary = s.profile(facts)
     if summary is None:
@@ -358,7 +357,7 @@ def quality_strip_b64(s: Any, out: Any, desc: str, facts: dict[str, Any]) -> str
         return None
     try:
         from harness import plots  # lazy: matplotlib inside
-        from harness.verify import worst_frame
+        from harness.cli.verify import worst_frame
 
         f = worst_frame(s.adapter, out, s.bench_ref.cpu(), s.goals["gate"])
         png = _common.root() / "runs" / f"strip_{os.getpid()}.png"
@@ -388,7 +387,7 @@ def strip_title(desc: str, frame: dict[str, Any], facts: dict[str, Any], name: s
 
 
 def parser() -> argparse.ArgumentParser:
-    """The options (harness/person.py reads the person's powers from what this parser makes)."""
+    """The options (harness/cli/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     paths.add_target_option(p)
     p.add_argument("--desc", help="what this experiment changes (required unless --apply)")
@@ -413,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(a: argparse.Namespace) -> int:
-    """One experiment, a --measure-only record or an --apply, as parsed (harness/door.py builds its
+    """One experiment, a --measure-only record or an --apply, as parsed (harness/cli/door.py builds its
     Namespace from request.json, never from a command line)."""
     try:
         goals = _common.load_goals()
@@ -441,7 +440,7 @@ def run(a: argparse.Namespace) -> int:
                 write_record_file(a.record_out, recs)
                 _common.emit([f"record written to {a.record_out}: " + ", ".join(f"{r['desc']!r} {r['outcome']}"
                         + (f" (would be {r['would_be']})" if "would_be" in r else "") for r in recs),
-                        f"apply it in the git checkout: python harness/run_experiment.py --apply {a.record_out.name}"],
+                        f"apply it in the git checkout: python harness/cli/run_experiment.py --apply {a.record_out.name}"],
                        {"record": str(a.record_out), "outcomes": [r["outcome"] for r in recs]})
                 return 0
         results, code = [], 0
@@ -471,8 +470,8 @@ def run(a: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from harness import person
+    from harness.cli import person
 
-    person.refuse_agent(parser(), sys.argv[1:], "harness/run_experiment.py")
+    person.refuse_agent(parser(), sys.argv[1:], "harness/cli/run_experiment.py")
     sys.exit(_common.run_cli(main, "run_experiment", "nothing recorded for the experiment in progress; "
                                                "the rows recorded before it stay"))

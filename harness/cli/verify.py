@@ -1,13 +1,13 @@
 """The gate: does a candidate reproduce the frozen reference, honestly?
 
 Usage:
-    python harness/verify.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--unsandboxed]
+    python harness/cli/verify.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--unsandboxed]
                              [--frames-out F.pt] [--memory-gb N]
 
 Exit 0 pass, 1 fail (the reason on one line), 2 broken setup (missing or stale assets, bad goals,
 no sandbox). Importable: `check(candidate, preset=None, device=None) -> dict`.
 
-verify measures exactly as bench and run_experiment do (harness/session.py): the candidate runs in
+verify measures exactly as bench and run_experiment do (harness/measure/session.py): the candidate runs in
 a sandboxed worker, and every call, warm-up included, gets an input it has never seen (the
 benchmark input once, pool inputs otherwise, in an unpredictable order) whose output is compared
 with its reference by the target's gate (goals.json "gate", the adapter's `compare`). A pass
@@ -19,7 +19,7 @@ bench.py prints the statistics.
 reference's, for run_experiment's quality strip (needs the adapter's optional `frames`).
 
 --memory-gb N: the same calls with only N GB of memory free on each GPU, the rest held by this
-process (harness/memory_limit.py): a pass says the candidate, its CUDA context and caches
+process (harness/measure/memory_limit.py): a pass says the candidate, its CUDA context and caches
 included, fits in N GB, whatever it reports about itself.
 """
 
@@ -30,12 +30,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 import torch  # noqa: E402
 
 from harness import paths, _common  # noqa: E402
-from harness.memory_limit import gb_argument  # noqa: E402
-from harness.session import Session  # noqa: E402
+from harness.measure.memory_limit import gb_argument  # noqa: E402
+from harness.measure.session import Session  # noqa: E402
 
 # The benchmark input and two fresh inputs (one with a strict-fp32 reference). bench and
 # run_experiment check every one of their calls the same way; verify only needs fewer.
@@ -87,7 +86,7 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The options (harness/person.py reads the person's powers from what this parser makes)."""
+    """The options (harness/cli/person.py reads the person's powers from what this parser makes)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     paths.add_target_option(ap)
     ap.add_argument("--preset", help="preset name from goals.json (default: full on CUDA, tiny on CPU)")
@@ -118,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness import person
+    from harness.cli import person
 
-    person.refuse_agent(parser(), sys.argv[1:], "harness/verify.py")
+    person.refuse_agent(parser(), sys.argv[1:], "harness/cli/verify.py")
     sys.exit(main())

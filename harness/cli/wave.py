@@ -1,10 +1,10 @@
 """A wave: measure several candidate files at once, one per GPU, then judge and record every one.
 
 Usage:
-    python harness/wave.py candidates/a.py candidates/b.py ... [--desc TEXT] [--gpus 0,1,2,3]
+    python harness/cli/wave.py candidates/a.py candidates/b.py ... [--desc TEXT] [--gpus 0,1,2,3]
                            [--preset P] [--device cpu|cuda] [--timeout S] [--member-wall S]
                            [--no-profile] [--unsandboxed]
-    python harness/wave.py optimize.py --repeat 4      # the same file on every GPU: how fair are they?
+    python harness/cli/wave.py optimize.py --repeat 4      # the same file on every GPU: how fair are they?
 
 Measuring. Member k runs `run_experiment.py --measure-only --record-out` (the one measuring path)
 in its own process with CUDA_VISIBLE_DEVICES set to GPU --gpus[k % len]; default: every visible GPU
@@ -49,14 +49,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 from harness import paths, _common  # noqa: E402
 from harness import records  # noqa: E402
-from harness import keep_rule, locks, run_experiment  # noqa: E402
-from harness import process  # noqa: E402
-from harness import snapshot  # noqa: E402
+from harness import keep_rule  # noqa: E402
+from harness import start
+from harness.measure import locks
+from harness.cli import run_experiment
+from harness.measure import process  # noqa: E402
+from harness.sandbox import snapshot  # noqa: E402
 
-HARNESS = Path(__file__).resolve().parent
+HARNESS = Path(__file__).resolve().parents[1]
 MEMBER_WALL_S = 3 * 3600.0  # a member's measuring process, build and profile included
 STOP_GRACE_S = 30.0         # from Ctrl-C to the kill: a session's close waits up to 5 s for each of two workers
 _live: set[int] = set()     # the members' measuring processes now running
@@ -108,8 +110,8 @@ def member_desc(path: Path, source: str, desc: str | None) -> str:
 def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
     """Run one member's measuring process on its GPU; fill m["recs"] (its records, or one made here)."""
     # Every value glued to its option (--desc=TEXT): a desc that begins with "-" is still a desc.
-    cmd = [sys.executable, str(HARNESS / "run_experiment.py"), "--measure-only", f"--record-out={m['record']}",
-           f"--desc={m['desc']}", f"--candidate={m['path']}"]
+    cmd = start.command("harness.cli.run_experiment", "--measure-only", f"--record-out={m['record']}",
+                        f"--desc={m['desc']}", f"--candidate={m['path']}")  # this package's, by its folder
     for flag, value in (("--preset", a.preset), ("--device", a.device), ("--timeout", a.timeout)):
         if value is not None:
             cmd.append(f"{flag}={value}")
@@ -204,7 +206,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
     files = [Path(os.path.abspath(f)) for f in a.files for _ in range(a.repeat)]  # never resolved: a link is refused
     sources = {}
     for f in files:
-        try:  # read without following a link (harness/snapshot.py); each member reads its own copy again
+        try:  # read without following a link (harness/sandbox/snapshot.py); each member reads its own copy again
             sources[f] = snapshot.read(f, _common.root()).decode()
         except FileNotFoundError:
             raise run_experiment.Refused(f"candidate file not found: {f}") from None
@@ -289,7 +291,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The options (harness/person.py reads the person's powers from what this parser makes)."""
+    """The options (harness/cli/person.py reads the person's powers from what this parser makes)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     paths.add_target_option(p)
     p.add_argument("files", nargs="+", type=Path, help="candidate files (candidates/*.py); never modified")
@@ -311,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(a: argparse.Namespace) -> int:
-    """A wave as parsed (harness/door.py builds its Namespace from request.json)."""
+    """A wave as parsed (harness/cli/door.py builds its Namespace from request.json)."""
     try:
         goals = _common.load_goals()
         if a.repeat < 1:
@@ -328,7 +330,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from harness import person
+    from harness.cli import person
 
-    person.refuse_agent(parser(), sys.argv[1:], "harness/wave.py")
+    person.refuse_agent(parser(), sys.argv[1:], "harness/cli/wave.py")
     sys.exit(main())

@@ -1,17 +1,17 @@
-"""The keeper and the candidate timed in alternation, each in a worker of its own (harness/session.py).
+"""The keeper and the candidate timed in alternation, each in a worker of its own (harness/measure/session.py).
 
     keeper_facts, candidate_facts = measure_pair(keeper_session, candidate_session, pairs)
 
 Both workers are built (one at a time), then the timed calls alternate in pairs whose order (keeper
 first or candidate first) is drawn from os.urandom, half of them each way (balanced), so the machine's drift falls on both alike
 (harness/keep_rule.py reads the pairs). Only the worker being timed runs: the other one, and
-everything it started, is frozen by the kernel (its cgroup's freezer, harness/cgroup.py; where
+everything it started, is frozen by the kernel (its cgroup's freezer, harness/sandbox/cgroup.py; where
 the machine has none, stopped by signals, and the row says so) for the whole call, so it cannot
 take the CPU or the GPU's queue from its rival. A worker the kernel cannot freeze is stopped and
 fails. What freezing cannot hide: a frozen worker's clock jumps by the rival's call when it wakes,
 so it can learn its rival's call durations (the row's sandbox label says so). Work a worker queued on the GPU before saying "done" could still run
 into the rival's call: before each call the harness waits until NVML reads the GPU idle, and a
-worker that leaves it busy fails (harness/busy.py wait_idle). Every call is the same call as in a
+worker that leaves it busy fails (harness/measure/busy.py wait_idle). Every call is the same call as in a
 measurement alone: a fresh input, checked. (Unsandboxed, a person's choice, a process the worker
 double-forked is adopted by the harness and is not stopped with it; in the sandbox it stays in the
 worker's PID namespace, below the worker.)
@@ -25,17 +25,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness import busy
+from harness.measure import busy
 from harness._common import SetupError
-from harness.phases import phase
-from harness.session import Session
+from harness.cli.phases import phase
+from harness.measure.session import Session
 
 _rng = random.SystemRandom()
 
 
 class CandidateDidNotStart(SetupError):
     """The candidate's worker did not start while the keeper's did: its module (imported as the
-    worker starts, harness/worker.py) hung or killed it. The candidate's failure, not the setup's."""
+    worker starts, harness/worker/main.py) hung or killed it. The candidate's failure, not the setup's."""
 
 
 @contextlib.contextmanager

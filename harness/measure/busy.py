@@ -4,7 +4,7 @@ The stop rule asks whether the device is busy through a whole call. A profile ta
 worker cannot answer that honestly: the worker is the candidate, and a candidate can forge its own
 profile. So the harness samples NVML's GPU utilisation (the share of the driver's last sample
 period in which a kernel ran: no process can write the figure, though any can keep a kernel
-running to raise it) on a thread while the timed calls run (harness/nvml.py), and keeps the
+running to raise it) on a thread while the timed calls run (harness/measure/nvml.py), and keeps the
 readings whose whole period lies inside a call.
 On a CPU, or where NVML does not answer, there is no figure (None), and the stop rule says so.
 """
@@ -16,7 +16,7 @@ import statistics
 import threading
 import time
 
-from harness import nvml
+from harness.measure import nvml
 
 INTERVAL_S = 0.02   # how often the thread reads the counter
 PERIOD_S = 0.2      # NVML averages over its last sample period (1/6 s to 1 s): a reading taken this
@@ -72,9 +72,9 @@ class BusySampler:
 
 def wait_idle(device: str, limit_s: float, gpus: int = 1) -> bool:
     """Wait until NVML reads each of the first `gpus` GPUs this process sees (a worker group's: rank
-    k runs on cuda:k, harness/worker_group.py join) idle over a whole sample period that began
+    k runs on cuda:k, harness/worker/worker_group.py join) idle over a whole sample period that began
     after this call: work a worker left queued on any of them when it said "done" has then
-    finished, so it is not charged to the next worker's call (harness/alternate.py; a group's rank
+    finished, so it is not charged to the next worker's call (harness/measure/alternate.py; a group's rank
     1 could otherwise leave work running on its GPU to slow a rival group there). True at once on
     a CPU or without NVML; False if a GPU stays busy for limit_s."""
     if device != "cuda":

@@ -1,6 +1,6 @@
 """The locks of runs/: one experiment (or one wave) per checkout, one measurement per GPU.
 
-run_experiment.lock: one experiment or one wave (harness/wave.py) per checkout; a second refuses
+run_experiment.lock: one experiment or one wave (harness/cli/wave.py) per checkout; a second refuses
 at once. device_<i>.lock: whoever measures on GPU i (CUDA_VISIBLE_DEVICES's first entry, else 0;
 a preset of N ranks: the first N) holds it, and a second measurement there waits.
 """
@@ -18,7 +18,7 @@ from harness.records import Refused
 
 
 def acquire_lock() -> Any:
-    """One experiment (or one wave, harness/wave.py) at a time per checkout: a second one refuses
+    """One experiment (or one wave, harness/cli/wave.py) at a time per checkout: a second one refuses
     at once instead of measuring beside the first (both numbers would be wrong)."""
     f = records.lock_file(_common.root() / "runs" / "run_experiment.lock", wait=False)
     if isinstance(f, str):

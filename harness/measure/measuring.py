@@ -1,6 +1,6 @@
-"""The steps of a measurement, for harness/session.py's Session: calibrate the boundary, build and
+"""The steps of a measurement, for harness/measure/session.py's Session: calibrate the boundary, build and
 warm up (begin), the timed calls one at a time (timed_call), then the figures (finish). measure()
-runs them in a row; harness/alternate.py runs two sessions' steps in alternation.
+runs them in a row; harness/measure/alternate.py runs two sessions' steps in alternation.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import time
 from typing import Any
 
 from harness import _common, replies
-from harness.busy import BusySampler
-from harness.worker_process import Failed
+from harness.target import assets
+from harness.measure.busy import BusySampler
+from harness.measure.worker_process import Failed
 
 CALIBRATIONS = 3          # null round trips that time the boundary before any candidate code runs
 _rng = random.SystemRandom()
@@ -33,7 +34,7 @@ class Measuring:
         """Calibrate the boundary, build, then warm-up and timed calls (or just `calls` checked
         calls, for verify: a call cannot tell which it is, and every call is checked alike).
         Never raises for the candidate's failures: they come back as facts["status"] and
-        facts["reason"]. harness/alternate.py runs the same three steps for two sessions at once."""
+        facts["reason"]. harness/measure/alternate.py runs the same three steps for two sessions at once."""
         facts = self.begin(want_frame, calls)
         while self.timed_call(facts):
             pass
@@ -48,7 +49,7 @@ class Measuring:
             "ranks": self.ranks,
             "candidate": str(self.candidate), "candidate_sha": _common.sha256_bytes(self.source),
             "weights_kind": self.adapter.weights_kind(), "sandbox": self.sandbox_label(),
-            "input": f"asset {_common.input_path(self.preset).name}", "runs": self.runs, "warmup_runs": self.warmup,
+            "input": f"asset {assets.input_path(self.preset).name}", "runs": self.runs, "warmup_runs": self.warmup,
             "quality": None, "max_abs": None, "benchmark_quality": None, "benchmark_max_abs": None,
             "fresh_quality": None, "fresh_max_abs": None, "device_busy": None,
             "quality_name": self.goals.quality_name, "checked": [],
@@ -115,7 +116,7 @@ class Measuring:
 
     def fail(self, facts: dict[str, Any], status: str, reason: str) -> None:
         """Record the failure and stop the worker now: what it left running (a kernel, a collective
-        that never ends) must not run beside a rival's timed call (harness/alternate.py)."""
+        that never ends) must not run beside a rival's timed call (harness/measure/alternate.py)."""
         facts.update(status=status, reason=replies.one_line(reason, 500))
         self._todo = []
         self.stop_worker()

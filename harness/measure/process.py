@@ -1,5 +1,5 @@
-"""Process plumbing for the processes the harness starts: a worker (harness/session.py) or a wave's
-members (harness/wave.py). Standard library only.
+"""Process plumbing for the processes the harness starts: a worker (harness/measure/session.py) or a wave's
+members (harness/cli/wave.py). Standard library only.
 
 - `Tail` keeps the last lines a process prints, so a flood cannot fill the harness's memory.
 - `become_subreaper` makes this process adopt the orphans of what it started (a daemon that
@@ -90,7 +90,7 @@ def descendants(pid: int) -> list[int]:
 def signal_tree(pid: int, sig: int) -> None:
     """Send sig to pid and every descendant, in rounds until none is new (a fork can race one
     sweep): used to stop a worker while another one is timed (SIGSTOP), then to wake it (SIGCONT),
-    only where the kernel's freezer cannot be had (harness/cgroup.py): a chain of processes that
+    only where the kernel's freezer cannot be had (harness/sandbox/cgroup.py): a chain of processes that
     fork and exit outruns it (tests/cheaters/hops_while_frozen.py: about 40 steps a second here)."""
     done: set[int] = set()
     for _ in range(KILL_ROUNDS):
@@ -123,7 +123,7 @@ def _kill(pids: Iterable[int]) -> None:
 def kill_tree(proc: subprocess.Popen, spare: Collection[int] = ()) -> None:
     """Kill a process, its process group and every orphan this process adopted from it: every child
     of this process but those of the sessions in `spare` (workers still in use, each the leader of
-    a session of its own, and the orphans it left: harness/alternate.py's rival)."""
+    a session of its own, and the orphans it left: harness/measure/alternate.py's rival)."""
     for _ in range(KILL_ROUNDS):
         victims = ([proc.pid] if proc.poll() is None else []) + \
             [p for p in children() if p != proc.pid and session_of(p) not in spare]

@@ -1,25 +1,16 @@
-"""Profile one call of the candidate (after warm-up) and write a markdown report.
-
-Usage:
-    python harness/profile.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--unsandboxed]
-                              [--out profiles/NAME.md] [--top 15]
-
-The call runs in the sandboxed worker like every other (harness/session.py: a fresh input,
-checked), under torch.profiler. Reports the top kernels by GPU time (ops by CPU time on CPU), time
-by category (convolution, attention/matmul, norm/elementwise, copy/cat/pad, other), the GPU busy
-fraction (union of kernel time / the median call time the harness measured), kernel launches per
-call, the share of GPU time outside the largest category, and graph breaks when the candidate
-uses torch.compile, and the executed FLOPs against the floor (harness/floor.py). run_experiment
-profiles every keeper in the same worker that timed it.
-The kernel figures are measured inside the candidate's own process, so they are its claims: they
-inform, are kept labelled as claims (facts["claims"]), and are never the metric nor, alone, the
-stop rule's (harness/floor.py).
-Exit: 0 written, 1 the candidate crashed or failed the gate, 2 broken setup.
+"""A profile of one call, read: the top kernels by GPU time (ops by CPU time on CPU), time by category
+(convolution, attention/matmul, norm/elementwise, copy/cat/pad, other), the GPU busy fraction (union
+of kernel time / the median call time the harness measured), kernel launches per call, the share of
+GPU time outside the largest category, graph breaks when the candidate uses torch.compile, and the
+executed FLOPs against the floor (harness/floor.py). The worker captures (capture) and summarizes
+(summarize) inside the candidate's own process, so the figures are its claims: they inform, are kept
+labelled as claims (facts["claims"]), and are never the metric nor, alone, the stop rule's
+(harness/floor.py). run_experiment profiles every keeper in the same worker that timed it; the
+person's tool is harness/cli/profile.py (`auto-optim profile`).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from collections import defaultdict
@@ -28,10 +19,10 @@ from typing import Any, Iterator
 
 import torch
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import paths, _common  # noqa: E402
+from harness import _common
+from harness.replies import CATEGORIES, markdown
 
-CATEGORIES = ("convolution", "attention/matmul", "norm/elementwise", "copy/cat/pad", "other")
+
 # Checked in order: the first entry with a pattern inside the lower-cased name wins.
 _PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Layout shuffles run by cuDNN are copies even though they belong to a convolution.
@@ -164,7 +155,6 @@ def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
 
 def to_markdown(r: dict[str, Any], title: str) -> str:
     """The report as markdown; the worker's words (info, kernel names) escaped, never raw."""
-    from harness.replies import markdown  # lazy: replies imports this module
 
     u = r["unit"]
     lines = [
@@ -196,51 +186,3 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
     for i, k in enumerate(r["top"], 1):
         lines.append(f"| {i} | {markdown(k['name'], 90)} | {k['category']} | {k['calls']} | {k['time_s']:.4f} | {k['pct']:.1f}% |")
     return "\n".join(lines) + "\n"
-
-
-def parser() -> argparse.ArgumentParser:
-    """The options (harness/person.py reads the person's powers from what this parser makes)."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    paths.add_target_option(p)
-    p.add_argument("--preset")
-    p.add_argument("--candidate", type=Path)
-    p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--out", type=Path, help="markdown report (default profiles/<candidate stem>.md)")
-    p.add_argument("--title", help="heading of the report (default: the output file's stem)")
-    p.add_argument("--unsandboxed", action="store_true", help="run the candidate without a sandbox")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    from harness import floor
-    from harness.session import Session
-
-    a = parser().parse_args(argv)
-    out = a.out or _common.root() / "profiles" / f"{(a.candidate or Path('optimize.py')).stem}.md"
-    try:
-        with Session(a.candidate, a.preset, a.device, unsandboxed=a.unsandboxed) as s:
-            facts = s.measure()
-            summary = s.profile(facts) if facts["passed"] else None
-            floor.annotate(facts, s.goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
-    except _common.SetupError as e:
-        _common.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}"})
-        return 2
-    if summary is None:
-        _common.emit([f"FAILED: {facts['reason']}"], {"ok": False, "reason": facts["reason"]})
-        return 1
-    r = report(summary, facts)
-    md = to_markdown(r, a.title or out.stem)
-    _common.atomic_write(out, md)
-    top = ", ".join(f"{k['name'][:40]} {k['pct']:.0f}%" for k in r["top"][:3])
-    _common.emit([f"profile written to {out}", f"  busy {r['busy_fraction']:.1%}, {r['launches']} launches; top: {top}"],
-           {"ok": True, "out": str(out), "busy_fraction": r["busy_fraction"], "launches": r["launches"],
-            "outside_largest": r["outside_largest"], "by_category_s": r["by_category_s"],
-            "candidate_sha": facts["candidate_sha"], "markdown": md})
-    return 0
-
-
-if __name__ == "__main__":
-    from harness import person
-
-    person.refuse_agent(parser(), sys.argv[1:], "harness/profile.py")
-    sys.exit(main())

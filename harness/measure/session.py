@@ -12,13 +12,13 @@ of fresh inputs with their references; it never imports the candidate. (A target
 depends on the output itself, such as an LLM's greedy token path, has an adapter with
 `reference_for_output` and a pool of inputs only: this process then loads the frozen model too,
 its own copy, and computes each call's reference from the input and the output it holds.) The
-candidate runs in a worker process (harness/worker.py) in namespaces of its own
-(harness/sandbox.py: bubblewrap, an allow-list view, a seccomp filter), with Landlock inside as a
-second wall (harness/landlock.py), in a cgroup of its own that the kernel freezes and bounds
-(harness/cgroup.py): it cannot see this process or act on it, read those files or the records,
+candidate runs in a worker process (harness/worker/main.py) in namespaces of its own
+(harness/sandbox/boundary.py: bubblewrap, an allow-list view, a seccomp filter), with Landlock inside as a
+second wall (harness/sandbox/landlock.py), in a cgroup of its own that the kernel freezes and bounds
+(harness/sandbox/cgroup.py): it cannot see this process or act on it, read those files or the records,
 write anything that outlives it (a file, a keyring), reach a network, run while its rival is
 timed, or take the host's memory, and everything it starts dies with it. The two share only an
-input buffer and an output buffer (harness/shared.py), passed as file descriptors.
+input buffer and an output buffer (harness/measure/shared.py), passed as file descriptors.
 
 Every call is the same call: the harness poisons the output buffer, starts its clock, and only
 then writes the input into the shared buffer (the benchmark input, or a pool input the worker
@@ -33,7 +33,7 @@ is charged to the next call, which cannot start before it; and no call can be sk
 special-cased without failing the gate. The quality a run reports is the worst over all its calls.
 Every reply of the worker is checked (harness/replies.py) before it is used; a malformed one is a
 crash. A preset of several ranks changes nothing here: its worker is rank 0 of a worker group in
-the same sandbox (harness/worker_group.py), and says "done" only once every rank has.
+the same sandbox (harness/worker/worker_group.py), and says "done" only once every rank has.
 """
 
 from __future__ import annotations
@@ -50,12 +50,15 @@ from typing import Any
 import torch
 
 from harness import _common
-from harness import cgroup, landlock, replies, sandbox, signing, snapshot, worker_process
-from harness.measuring import Measuring
-from harness.memory_limit import Ballast
-from harness.assets import strict_fp32
-from harness.worker_process import Failed, WorkerProcess
-from harness.shared import SharedBuffer
+from harness.target import assets
+from harness.sandbox import cgroup, landlock, boundary, snapshot
+from harness import replies, signing
+from harness.measure import worker_process
+from harness.measure.measuring import Measuring
+from harness.measure.ballast import Ballast
+from harness.target.assets import strict_fp32
+from harness.measure.worker_process import Failed, WorkerProcess
+from harness.measure.shared import SharedBuffer
 
 DEFAULT_TIMEOUTS = {"start_s": 600.0, "build_s": 1800.0, "call_s": 600.0}
 _rng = random.SystemRandom()
@@ -96,7 +99,7 @@ class Session(Measuring):
         self.candidate = Path(os.path.abspath(candidate)) if candidate else _common.root() / self.goals["candidate"]
         if not self.candidate.is_file():
             raise _common.SetupError(f"candidate file not found: {self.candidate}")
-        try:  # the agent's file, read once without following a link (harness/snapshot.py)
+        try:  # the agent's file, read once without following a link (harness/sandbox/snapshot.py)
             self.source = snapshot.read(self.candidate, _common.root())
         except snapshot.nofollow.NotPlain as e:
             raise _common.SetupError(str(e)) from None
@@ -107,7 +110,7 @@ class Session(Measuring):
         self.warmup = max(1, int(cfg.get("warmup_runs", 1)))
         self.runs = max(_common.MIN_RUNS, int(runs or cfg.get("timed_runs", _common.MIN_RUNS)))
         if not unsandboxed:
-            why = sandbox.available()
+            why = boundary.available()
             if why:
                 raise _common.SetupError(f"no sandbox for the candidate: {why}; pass --unsandboxed to run it without "
                                    "one (a person's choice: its row will say so)")
@@ -119,14 +122,14 @@ class Session(Measuring):
         self.calls_made = 0
         self.used: set[int] = set()
         self.assets_from = assets_from  # a session beside this one (alternate.py): its inputs and references
-        if memory_gb is not None and _common.reference_follows_output(self.adapter):
+        if memory_gb is not None and assets.reference_follows_output(self.adapter):
             raise _common.SetupError(f"a memory limit needs references made beforehand; {self.goals['adapter']} "
                                      "computes each call's in this process, which would take from the worker's share")
         if memory_gb is not None and self.device != "cuda":
             raise _common.SetupError("a memory limit (--memory-gb, a preset's memory_gb) needs a GPU")
-        self.memory_gb = memory_gb      # the GB the worker finds free on each GPU (harness/memory_limit.py)
+        self.memory_gb = memory_gb      # the GB the worker finds free on each GPU (harness/measure/memory_limit.py)
         self.ballast: Ballast | None = None
-        # The host memory the worker's cgroup may hold, all its processes together (harness/cgroup.py).
+        # The host memory the worker's cgroup may hold, all its processes together (harness/sandbox/cgroup.py).
         gb = self.goals.worker_memory_gb
         self.worker_memory_bytes = int(gb * cgroup.GB) if gb is not None else cgroup.default_memory_bytes()
         self.worker_tasks = int(self.goals.get("worker_tasks", cgroup.DEFAULT_TASKS))  # its pids.max (checked: goals.py)
@@ -135,7 +138,7 @@ class Session(Measuring):
     # --- setting up -------------------------------------------------------------------------
 
     def _check_group(self) -> None:
-        """A preset of several ranks (a worker group, harness/worker_group.py) needs a target that
+        """A preset of several ranks (a worker group, harness/worker/worker_group.py) needs a target that
         can split a call (its adapter's build_split) and, on GPUs, one GPU a rank."""
         if self.ranks == 1:
             return
@@ -157,14 +160,14 @@ class Session(Measuring):
 
     def spawn(self) -> None:
         """Load the assets and start the worker; await_ready() waits for it (two sessions beside
-        each other start their workers at once: harness/alternate.py)."""
+        each other start their workers at once: harness/measure/alternate.py)."""
         other = self.assets_from
         if other is not None:
             self.bench_x, self.bench_ref = other.bench_x, other.bench_ref
         else:
-            self.bench_x, self.bench_ref, _ = _common.load_reference_asset(self.goals, self.adapter, self.preset)
+            self.bench_x, self.bench_ref, _ = assets.load_reference_asset(self.goals, self.adapter, self.preset)
         self._new_buffers()
-        scratch = sandbox.SCRATCH
+        scratch = boundary.SCRATCH
         if self.unsandboxed:
             self.scratch = Path(tempfile.mkdtemp(prefix="auto-optim-worker-"))
             scratch = str(self.scratch)
@@ -213,8 +216,8 @@ class Session(Measuring):
         checking a call allocates here, kept in this process's allocator cache, so that its
         checks never take from the memory left to the worker."""
         other = self.assets_from
-        self.pool = other.pool if other else _common.load_pool(self.goals, self.adapter, self.preset, self.device)
-        if _common.reference_follows_output(self.adapter):
+        self.pool = other.pool if other else assets.load_pool(self.goals, self.adapter, self.preset, self.device)
+        if assets.reference_follows_output(self.adapter):
             self.frozen_model = other.frozen_model if other else self.adapter.load_model(self.device)
         self.bench_x, self.bench_ref = self.bench_x.to(self.device), self.bench_ref.to(self.device)
         if self.memory_gb is not None:  # a passing output, so that the compare takes its whole path
@@ -233,7 +236,7 @@ class Session(Measuring):
     def _hidden(self) -> list[Path]:
         """What the worker may never read: the inputs, references and pool, and the key that signs
         records (harness/signing.py)."""
-        return [*_common.secret_paths(self.goals), *signing.key_dirs()]
+        return [*assets.secret_paths(self.goals), *signing.key_dirs()]
 
     def __exit__(self, *exc: Any) -> None:
         self.stop_worker()
@@ -247,14 +250,14 @@ class Session(Measuring):
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
 
-    # --- the calls (measure, begin, timed_call, finish: harness/measuring.py) ----------------------------------------------------------------------------
+    # --- the calls (measure, begin, timed_call, finish: harness/measure/measuring.py) ----------------------------------------------------------------------------
 
     def _fresh(self, n: int) -> list[int]:
         """n pool inputs this worker has not been given yet (a strict-fp32 one first, if any)."""
         left = [i for i in range(len(self.pool)) if i not in self.used]
         if len(left) < n:
             raise _common.SetupError(f"the pool for preset {self.preset} has {len(self.pool)} inputs, this run needs "
-                               f"{len(self.used) + n}; remake it: python harness/make_reference.py --only pool --force")
+                               f"{len(self.used) + n}; remake it: python harness/target/make_reference.py --only pool --force")
         strict = [i for i in left if self.pool[i]["strict"]][:1]
         picks = strict + _rng.sample([i for i in left if i not in strict], n - len(strict))
         self.used.update(picks)
@@ -339,7 +342,7 @@ class Session(Measuring):
 
     def pause(self) -> str | None:
         """Freeze the worker and all it started (while another worker is timed: alternate.py): the
-        kernel's cgroup freezer where there is one (harness/cgroup.py), else signals. None once
+        kernel's cgroup freezer where there is one (harness/sandbox/cgroup.py), else signals. None once
         frozen; else why not, the worker stopped (a worker that stays running beside its rival's
         timed call would be measured against a rival it slows)."""
         if self.worker is None:
@@ -355,7 +358,7 @@ class Session(Measuring):
             self.worker.thaw()
 
     def worker_label(self) -> str:
-        """How the worker is paused and bounded (its cgroup, harness/cgroup.py)."""
+        """How the worker is paused and bounded (its cgroup, harness/sandbox/cgroup.py)."""
         group = self.worker.cgroup if self.worker is not None else None
         return (group or cgroup.WorkerCgroup(None, None)).label()
 
@@ -364,7 +367,7 @@ class Session(Measuring):
         still freezes and bounds it where one could be made)."""
         if self.unsandboxed:
             return "none (--unsandboxed)"
-        return f"{sandbox.describe(self.landlock_abi, self.ranks)}; {self.worker_label()}"
+        return f"{boundary.describe(self.landlock_abi, self.ranks)}; {self.worker_label()}"
 
     def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
         """One profiled call, then the FLOP count (count_flops), in a fresh worker that is given
@@ -373,10 +376,10 @@ class Session(Measuring):
         carry them), and the fresh one, on fresh buffers, is built and called on throwaway inputs
         (adapter.make_input, random seeds) that are never used for timing or the gate; its outputs
         are not judged, only its failures are. What it reports about itself is the candidate's
-        claim: its figures are kept as such, in facts["claims"]["profile"] (harness/profile.py
+        claim: its figures are kept as such, in facts["claims"]["profile"] (harness/measure/profile.py
         claimed); they inform, and are never the metric nor, alone, the stop rule's
         (harness/floor.py verdict). The worker that was measured is gone after this."""
-        from harness import profile
+        from harness.measure import profile
 
         try:
             self._fresh_worker()

@@ -1,7 +1,7 @@
-"""A started worker process (harness/worker.py) as the session sees it: what it is given (one
-sandbox.Policy: its view of the files, what it may write, its environment, its GPUs), the cgroup
-it runs in (harness/cgroup.py: a freezer and a memory bound), and the request/reply channel with
-timeouts, with a teardown that leaves nothing running. The measuring logic is harness/session.py's.
+"""A started worker process (harness/worker/main.py) as the session sees it: what it is given (one
+boundary.Policy: its view of the files, what it may write, its environment, its GPUs), the cgroup
+it runs in (harness/sandbox/cgroup.py: a freezer and a memory bound), and the request/reply channel with
+timeouts, with a teardown that leaves nothing running. The measuring logic is harness/measure/session.py's.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from harness import _common
-from harness import cgroup, nvml, replies, sandbox
-from harness.channel import Channel, ChannelClosed
-from harness.process import Tail, become_subreaper, kill_tree, signal_tree
+from harness.target import assets
+from harness.sandbox import cgroup, boundary
+from harness.measure import nvml
+from harness import replies
+from harness.measure.channel import Channel, ChannelClosed
+from harness.measure.process import Tail, become_subreaper, kill_tree, signal_tree
 
-HARNESS = Path(__file__).resolve().parent
+HARNESS = Path(__file__).resolve().parents[1]
 # What of the harness's environment the worker gets: what its libraries read (and the variables
 # goals.json "worker_env" names, which its model reads), and nothing else.
 WORKER_ENV = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH", "CC", "CXX",
@@ -46,14 +49,14 @@ class Failed(Exception):
 class WorkerProcess:
     """A started worker: request/reply with timeouts, and a teardown that leaves nothing running."""
 
-    def __init__(self, cfg: dict[str, Any], buffer_fds: list[int], policy: sandbox.Policy, sandboxed: bool,
+    def __init__(self, cfg: dict[str, Any], buffer_fds: list[int], policy: boundary.Policy, sandboxed: bool,
                  timeouts: dict[str, float], memory_bytes: int | None = None, tasks: int | None = cgroup.DEFAULT_TASKS) -> None:
         become_subreaper()
         self.timeouts = timeouts
         parent, child = socket.socketpair()
         fds = [child.fileno(), *buffer_fds]  # the worker moves them to 3, 4, 5 (worker.settle_fds)
         argv = worker_command(*fds)
-        argv, extra = sandbox.wrap(argv, policy) if sandboxed else (argv, [])
+        argv, extra = boundary.wrap(argv, policy) if sandboxed else (argv, [])
         self.cgroup, self.cgroup_note = cgroup.make(memory_bytes, tasks)
         try:
             self.proc = subprocess.Popen(
@@ -116,7 +119,7 @@ class WorkerProcess:
         return f"worker {how}" + (f": {last}" if last else "")
 
     def freeze(self) -> str | None:
-        """Stop every process of the worker (while another worker is timed: harness/alternate.py):
+        """Stop every process of the worker (while another worker is timed: harness/measure/alternate.py):
         the kernel's freezer where the worker has a cgroup with one, else SIGSTOP to its tree
         (which a fork-and-exit process can outrun). None once stopped, else why not."""
         if self.cgroup is not None and self.cgroup.freezer is not None:
@@ -176,9 +179,9 @@ def gpus(device: str, count: int, sandboxed: bool = True) -> Gpus:
 
 
 def worker_command(*args: int | str) -> list[str]:
-    """The worker's command line: an isolated interpreter that runs harness/worker.py by path
-    (harness/worker.py command, which its own restart uses too)."""
-    from harness.worker import command
+    """The worker's command line: an isolated interpreter that runs harness/worker/main.py by path
+    (harness/worker/main.py command, which its own restart uses too)."""
+    from harness.worker.main import command
 
     return command(*args)
 
@@ -202,7 +205,7 @@ def frozen_names(goals: Any, root: Path | None = None, seed: set[str] = frozense
     """The top-level names of the project's code a worker imports from the project root: the
     adapter's package, the top folder or module of each goals.json "frozen" file, and every
     package or module at the root that those import, followed from import to import (read from
-    their source: `import x`, `from x import y`, at any depth of a function). harness/worker.py
+    their source: `import x`, `from x import y`, at any depth of a function). harness/worker/main.py
     ProjectFinder imports no other top-level name from the root, and the view shows no other: a
     module the agent writes there under a name that something tries and does not find elsewhere
     (torch tries opt_einsum, dill, pynvml, ...) is never imported."""
@@ -254,9 +257,9 @@ def candidate_home(candidate: Path) -> Path | None:
     return home if helpers else None
 
 
-def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, scratch: str, ranks: int = 1) -> sandbox.Policy:
-    """Everything the worker is given (sandbox.Policy). What it sees, read-only: the system's
-    folders (sandbox.system_view), the interpreter's (interpreter_paths), and of the project its
+def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, scratch: str, ranks: int = 1) -> boundary.Policy:
+    """Everything the worker is given (boundary.Policy). What it sees, read-only: the system's
+    folders (boundary.system_view), the interpreter's (interpreter_paths), and of the project its
     frozen code (the harness, the adapter's package and goals.json "frozen": frozen_names; not the
     other modules the agent may write at the root), the goals file, the assets minus the hidden
     ones and the candidate's folder where it holds helpers (candidate_home; the candidate's own
@@ -274,11 +277,11 @@ def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, sc
     if home is not None:
         code.append(home)
     env = environment(goals, scratch, gpus_given.uuids)
-    system, links = sandbox.system_view()
-    project = [HARNESS, _common.goals_path(), _common.assets_dir(), *code]
+    system, links = boundary.system_view()
+    project = [HARNESS, _common.goals_path(), assets.assets_dir(), *code]
     shown = {(str(p), str(p)) for p in (*interpreter_paths(projects, env), *extra_tools(env))} | set(system)
     shown |= {(os.path.abspath(p), os.path.realpath(p)) for p in project if os.path.lexists(p)}
-    return sandbox.Policy(shown=tuple(sorted(shown)), links=tuple(links), masked=tuple(dict.fromkeys(str(p) for p in projects)),
+    return boundary.Policy(shown=tuple(sorted(shown)), links=tuple(links), masked=tuple(dict.fromkeys(str(p) for p in projects)),
                           hidden=tuple(str(h) for h in hidden), writable=tuple(writable(scratch, gpus_given.nodes, ranks)),
                           env=env, gpus=tuple(gpus_given.nodes), chdir=str(HARNESS.parent), scratch=scratch,
                           candidate_at=candidate_path(goals, scratch), tasks=int(goals.get("worker_tasks", cgroup.DEFAULT_TASKS)))
@@ -344,7 +347,7 @@ def _inside(path: Path, top: Path) -> bool:
 def writable(scratch: str, gpu_nodes: list[str], ranks: int = 1) -> list[str]:
     """What the worker may write (Landlock): its scratch folder and devices (of the GPUs, its own);
     a worker group's ranks also /dev/shm (NCCL's buffers between processes: the sandbox's own, gone with it)."""
-    dev = [*sandbox.DEVICES, *gpu_nodes, "/dev/null", "/dev/zero", "/dev/full"]
+    dev = [*boundary.DEVICES, *gpu_nodes, "/dev/null", "/dev/zero", "/dev/full"]
     return [scratch] + [d for d in dev if os.path.exists(d)] + (["/dev/shm"] if ranks > 1 else [])
 
 
@@ -365,14 +368,14 @@ def environment(goals: Any, scratch: str, gpu_uuids: list[str]) -> dict[str, str
 
 
 def main() -> int:
-    """`python -m harness.worker_process [CANDIDATE]`: print the policy a sandboxed worker of this
+    """`python -m harness.measure.worker_process [CANDIDATE]`: print the policy a sandboxed worker of this
     project gets on this machine (its GPUs: the first CUDA device, where there is one)."""
     from harness import signing
 
     goals = _common.load_goals()
     candidate = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else _common.root() / goals["candidate"]
     device = _common.default_device()
-    print(policy(candidate, [*_common.secret_paths(goals), *signing.key_dirs()], gpus(device, 1), goals, sandbox.SCRATCH))
+    print(policy(candidate, [*assets.secret_paths(goals), *signing.key_dirs()], gpus(device, 1), goals, boundary.SCRATCH))
     return 0
 
 

@@ -6,7 +6,7 @@ the kernel enforces.
     group.freeze(); group.thaw()                 # every process of the worker, however it forked
     group.oom_kills(); group.remove()
 
-Why a cgroup. Pausing a worker by signals (harness/process.py signal_tree: SIGSTOP to every
+Why a cgroup. Pausing a worker by signals (harness/measure/process.py signal_tree: SIGSTOP to every
 process found in /proc, in rounds) can be outrun: a chain of processes that fork and exit is
 never all found at once (the issue saw one run in 318 samples while its worker was "stopped",
 i.e. during the rival's timed calls). The kernel's freezer stops every task of a cgroup, and a
@@ -79,7 +79,7 @@ class WorkerCgroup:
         return [d / "cgroup.procs" for d in self.made]
 
     def label(self) -> str:
-        """What a row says of it (harness/sandbox.py describe, session.sandbox_label)."""
+        """What a row says of it (harness/sandbox/boundary.py describe, session.sandbox_label)."""
         parts = []
         if self.freezer:
             parts.append(f"paused by the kernel's freezer (cgroup v{self.freezer[0]}; a frozen worker still sees "
@@ -464,6 +464,6 @@ def host_memory_bytes() -> int:
 def default_memory_bytes() -> int:
     """The bound of each worker where goals.json names none ("worker_memory_gb"): DEFAULT_SHARE
     (40%) of the memory this process may use (host_memory_bytes). Two workers live at once (the
-    keeper's and the candidate's, harness/alternate.py), and the harness beside them holds the
+    keeper's and the candidate's, harness/measure/alternate.py), and the harness beside them holds the
     references and the pool: the two bounds leave a fifth to the harness and the system."""
     return int(DEFAULT_SHARE * host_memory_bytes())

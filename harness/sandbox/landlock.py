@@ -1,11 +1,11 @@
-"""Landlock for the candidate's worker: the second wall, inside the namespaces of harness/sandbox.py.
+"""Landlock for the candidate's worker: the second wall, inside the namespaces of harness/sandbox/boundary.py.
 
 Landlock (Linux 5.13+) lets an unprivileged process restrict itself and every process it starts
 afterwards; a restriction can never be lifted. The worker calls `restrict()` as its first act,
 before it imports torch or the candidate, while it has a single thread (Landlock binds the calling
 thread and what it creates later).
 
-The policy is the sandbox's own allow-list (harness/sandbox.py Policy.readable): the worker may
+The policy is the sandbox's own allow-list (harness/sandbox/boundary.py Policy.readable): the worker may
 read and execute only the folders and files its view shows (the system's, the interpreter's, the
 harness's, the target's code and assets, its candidate's folder, /proc and /dev), list the
 project folders that view shows only in part, write only under `writable` (its scratch folder,
@@ -101,7 +101,7 @@ def restrict(readable: list[str | Path], listable: list[str | Path], hidden: lis
     readable: what it may read and execute (files or folders); listable: folders whose entries it
     may list, no more (Python's importer lists every sys.path folder); hidden: paths it may never
     read, even inside a readable folder; writable: folders it may write in.
-    group: a rank of a worker group (harness/worker_group.py), each under a domain of its own,
+    group: a rank of a worker group (harness/worker/worker_group.py), each under a domain of its own,
     which talk over TCP (gloo, NCCL's bootstrap: on ports the kernel picks, which no rule can
     name), abstract unix sockets (NCCL) and signals: those are left to the sandbox's network and
     PID namespaces, which hold the group's own processes only.

@@ -2,7 +2,7 @@
 separate (it outlives the worker, or crosses to the host) are refused with EPERM.
 
 bubblewrap loads the program (`--seccomp FD`) for the whole sandbox: the worker, a worker group's
-other ranks (harness/worker_group.py) and everything they start inherit it, and it cannot be
+other ranks (harness/worker/worker_group.py) and everything they start inherit it, and it cannot be
 lifted. Classic BPF over struct seccomp_data, built here as bytes. Returns None on an
 architecture it does not know; the sandbox then runs without it (the row says so).
 
@@ -65,7 +65,7 @@ not need it. `REFUSED` is the list; each entry names its family:
   their own, which a list of numbers would miss).
 
 (socket(AF_UNIX) cannot be refused: the CUDA driver itself makes Unix sockets; seen on an H100,
-error 304 at cuInit. Unix sockets at host paths are kept out by the mount view, harness/sandbox.py.)
+error 304 at cuInit. Unix sockets at host paths are kept out by the mount view, harness/sandbox/boundary.py.)
 """
 
 from __future__ import annotations

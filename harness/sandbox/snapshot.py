@@ -2,7 +2,7 @@
 
 The harness reads the agent's file once (harness/nofollow.py when it lies in the project: a
 link anywhere on its path is refused, NotPlain) and sends those bytes to the worker, which imports
-them (harness/worker.py), never the file: what the worker runs and what the record holds are the
+them (harness/worker/main.py), never the file: what the worker runs and what the record holds are the
 same bytes, whatever the agent does to the file meanwhile. A file a person names outside the
 project is read as named.
 """

@@ -1,5 +1,5 @@
 """The target's asset files: the benchmark input, its strict-fp32 reference and the pool of fresh
-inputs with their references (assets/, made by harness/prepare.py), each checked when loaded
+inputs with their references (assets/, made by harness/cli/prepare.py), each checked when loaded
 against the model code and weights it was made with; what the worker may never read; and
 strict_fp32, the numerics every reference is computed in (here and, where the reference follows
 the output, in the session after each call).
@@ -49,7 +49,7 @@ def save_tensor_atomic(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-REMAKE = "run python harness/prepare.py (it remakes what is missing, damaged or stale)"
+REMAKE = "run python harness/cli/prepare.py (it remakes what is missing, damaged or stale)"
 
 
 def load_asset(path: Path, what: str, mmap: bool = False) -> dict[str, Any]:

@@ -11,17 +11,14 @@ from pathlib import Path
 from types import ModuleType
 
 
-def load_source(path: Path | str, source: str | bytes | None = None, name: str = "candidate",
-                own_folder_first: bool = False) -> ModuleType:
+def load_source(path: Path | str, source: str | bytes | None = None, name: str = "candidate") -> ModuleType:
     """Import `path` as module `name` from exactly `source` (the bytes a caller read and hashed;
     the file's bytes when None), never a re-read. Code that reads its own source (Triton's @jit
     does, via inspect) must see these bytes too: they are pinned in the line cache (no mtime, so
-    never re-checked). own_folder_first: its folder first on sys.path, as for a script."""
+    never re-checked). The worker puts a candidate's folder first on sys.path (harness/worker/main.py import_first)."""
     path = str(path)
     text = Path(path).read_text() if source is None else source.decode() if isinstance(source, bytes) else source
     linecache.cache[path] = (len(text), None, text.splitlines(True), path)
-    if own_folder_first:
-        sys.path.insert(0, str(Path(path).parent))
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

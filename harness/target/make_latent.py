@@ -1,13 +1,13 @@
 """Make the fixed input for a preset: seeded through the target's adapter, or encoded from a clip.
 
 Usage:
-    python harness/make_latent.py [--preset P] [--device D] [--force]     # the target's own source
-    python harness/make_latent.py --seeded                 # seeded input (a secret seed)
-    python harness/make_latent.py --clip video.mp4 [--start S]   # any video file
-    python harness/make_latent.py --synthetic-clip         # render a procedural clip offline, encode it
+    python harness/target/make_latent.py [--preset P] [--device D] [--force]     # the target's own source
+    python harness/target/make_latent.py --seeded                 # seeded input (a secret seed)
+    python harness/target/make_latent.py --clip video.mp4 [--start S]   # any video file
+    python harness/target/make_latent.py --synthetic-clip         # render a procedural clip offline, encode it
 
 The seeded input is the adapter's make_input with a secret seed: every target has one. A clip is
-for a target whose adapter has input_from_clip (harness/adapter.py; the VAE's reads frames with
+for a target whose adapter has input_from_clip (harness/target/adapter.py; the VAE's reads frames with
 PyAV and encodes them in strict fp32: model/clip.py), and --synthetic-clip also needs its
 render_clip. The default source is the target's (goals.json "input_source"): "clip" is the
 target's own clip (the VAE's: the CC-BY Tears of Steel film, streamed over HTTP from --start
@@ -28,10 +28,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 import torch  # noqa: E402
 
 from harness import _common  # noqa: E402
+from harness.target import assets
 
 
 class InputError(_common.SetupError):
@@ -70,7 +70,7 @@ def clip_input(adapter: ModuleType, mode: str, preset: str, shape: list[int], cl
     from_clip = clip_function(adapter, "input_from_clip")
     try:
         if mode == "synthetic-clip":
-            path = _common.assets_dir() / f"synthetic_{preset}.mp4"
+            path = assets.assets_dir() / f"synthetic_{preset}.mp4"
             clip_function(adapter, "render_clip")(path, shape)
             z, facts = from_clip(shape, str(path), 0.0, device, model)
             return z, {**facts, "source": "synthetic-clip", "clip_path": str(path)}
@@ -91,7 +91,7 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
     device = device or _common.default_device()
     preset = _common.pick_preset(goals, preset, device)
     mode = default_mode(goals) if mode == "default" else mode
-    path = _common.input_path(preset)
+    path = assets.input_path(preset)
     if path.exists() and not force:
         raise InputError(f"{path} exists; pass --force to overwrite it")
     shape = list(goals["presets"][preset]["input_shape"])
@@ -109,7 +109,7 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
     if z.is_floating_point() and not torch.isfinite(z).all():
         raise InputError("latent has NaN or Inf")
     meta["sha256"] = _common.sha256_tensor(z)
-    _common.save_tensor_atomic({"input": z, "meta": meta}, path)
+    assets.save_tensor_atomic({"input": z, "meta": meta}, path)
     return {**meta, "path": str(path)}
 
 

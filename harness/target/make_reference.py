@@ -2,9 +2,9 @@
 of fresh inputs with theirs.
 
 Usage:
-    python harness/make_reference.py [--preset P] [--device cpu|cuda] [--force] [--only reference|pool]
+    python harness/target/make_reference.py [--preset P] [--device cpu|cuda] [--force] [--only reference|pool]
 
-Reads assets/input_<preset>.pt (make it with harness/make_latent.py) and writes
+Reads assets/input_<preset>.pt (make it with harness/target/make_latent.py) and writes
 assets/reference_<preset>.pt = {"output": tensor, "meta": {precision, input_sha256, weights_id,
 model_sha256, weights_kind, device, versions, seconds}}. Strict fp32 means TF32 off for matmul and
 cuDNN and deterministic algorithms. The harness refuses a reference whose hashes no longer match
@@ -36,11 +36,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
 import torch  # noqa: E402
 
 from harness import _common  # noqa: E402
-from harness.assets import strict_fp32  # noqa: E402
+from harness.target import assets
+from harness.target.assets import strict_fp32  # noqa: E402
 
 
 def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor, device: str,
@@ -60,7 +60,7 @@ def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor
     meta = {
         "precision": "strict-fp32" if strict else "fp32-defaults", "preset": preset,
         "input_sha256": _common.sha256_tensor(x), "output_sha256": _common.sha256_tensor(out),
-        "weights_id": adapter.weights_id(), "model_sha256": _common.model_code_sha256(adapter),
+        "weights_id": adapter.weights_id(), "model_sha256": assets.model_code_sha256(adapter),
         "weights_kind": adapter.weights_kind(), "device": device, "gpu": env["gpu"],
         "torch": str(env["torch"]), "cuda": env["cuda"], "cudnn": env["cudnn"],
         "seconds": round(seconds, 3), "shape": list(out.shape),
@@ -75,18 +75,18 @@ def make_pool(goals: dict[str, Any], adapter: ModuleType, model: torch.nn.Module
     size, strict = int(spec.get("size", 8)), int(spec.get("strict", 1))
     store = getattr(torch, spec["store_dtype"]) if spec.get("store_dtype") else None
     shape = list(goals["presets"][preset]["input_shape"])
-    folder = _common.pool_dir(preset)
+    folder = assets.pool_dir(preset)
     tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    inputs_only = _common.reference_follows_output(adapter)
+    inputs_only = assets.reference_follows_output(adapter)
     for i in range(size):
         seed = int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
         x = adapter.make_input(shape, seed, "cpu")
         if inputs_only:
             asset = {"meta": {"precision": "none: the session computes each call's reference", "preset": preset,
                               "input_sha256": _common.sha256_tensor(x), "weights_id": adapter.weights_id(),
-                              "model_sha256": _common.model_code_sha256(adapter), "weights_kind": adapter.weights_kind()}}
+                              "model_sha256": assets.model_code_sha256(adapter), "weights_kind": adapter.weights_kind()}}
         else:
             asset = build_reference(adapter, model, x, device, preset, strict=i < strict, store_dtype=store)
         asset["input"] = x
@@ -104,17 +104,17 @@ def run(preset: str | None = None, device: str | None = None, force: bool = Fals
     adapter = _common.load_adapter(goals)
     device = device or _common.default_device()
     preset = _common.pick_preset(goals, preset, device)
-    path, folder = _common.reference_path(preset), _common.pool_dir(preset)
+    path, folder = assets.reference_path(preset), assets.pool_dir(preset)
     want_ref = only in (None, "reference") and (force or not path.exists())
     want_pool = only in (None, "pool") and (force or not folder.exists())
     if not (want_ref or want_pool):
         raise _common.SetupError(f"{path.name} and {folder.name}/ exist; pass --force to remake them")
-    x = _common.load_input_asset(goals, adapter, preset)  # before the slow model load: bad input fails fast
+    x = assets.load_input_asset(goals, adapter, preset)  # before the slow model load: bad input fails fast
     model = model if model is not None else adapter.load_model(device)
     facts: dict[str, Any] = {"preset": preset, "device": device, "path": str(path), "made": []}
     if want_ref:
         asset = build_reference(adapter, model, x, device, preset)
-        _common.save_tensor_atomic(asset, path)
+        assets.save_tensor_atomic(asset, path)
         facts.update(asset["meta"], made=[str(path)])
     if want_pool:
         t0 = time.perf_counter()

@@ -1,6 +1,6 @@
-"""The worker: the only process that runs candidate code. Started by harness/session.py.
+"""The worker: the only process that runs candidate code. Started by harness/measure/session.py.
 
-    python -I -B -u /path/to/harness/worker.py SOCKET INPUT OUTPUT   (the descriptors it inherited: `command`)
+    python -I -B -u /path/to/harness/worker/main.py SOCKET INPUT OUTPUT   (the descriptors it inherited: `command`)
 
 Its interpreter is isolated (-I): neither the working folder nor the script's folder nor
 PYTHONPATH nor the user's site-packages is on sys.path, and no PYTHON* variable is read, so
@@ -11,7 +11,7 @@ environment's absolute PYTHONPATH folders outside the project come back after La
 (`_import_path_after_walls`). The project root never goes on sys.path: of its top-level modules
 and packages only the frozen code's are importable (`ProjectFinder`: the adapter's package,
 those of goals.json "frozen", the root modules the candidate's source imports, and what these
-import: harness/worker_process.py project_names), so a module planted there under a name that torch or a library
+import: harness/measure/worker_process.py project_names), so a module planted there under a name that torch or a library
 tries and does not find (opt_einsum, dill, pynvml, ...) is not imported, in a keeper's worker
 or a candidate's. The candidate's own folder (`candidate_home`, a folder of its own holding its
 helpers) is importable as a script's is.
@@ -22,11 +22,11 @@ Its life, in order:
     started it (run_experiment holds lock files, verify does not), and a candidate could read
     them in /proc/self; now every tool's worker looks the same;
  1. read the configuration from the harness;
- 2. where the preset has several ranks, start the group's other ranks (harness/worker_group.py:
-    `python -m harness.worker --rank FD`, which run the same handlers); then apply Landlock
-    (harness/landlock.py), the second wall inside the namespaces the harness started it in
-    (harness/sandbox.py), while it still has one thread and no candidate code;
- 3. import torch, map the two shared buffers (harness/shared.py); import the candidate from the
+ 2. where the preset has several ranks, start the group's other ranks (harness/worker/worker_group.py:
+    `python -I -B -u harness/worker/main.py --rank FD`, which run the same handlers); then apply Landlock
+    (harness/sandbox/landlock.py), the second wall inside the namespaces the harness started it in
+    (harness/sandbox/boundary.py), while it still has one thread and no candidate code;
+ 3. import torch, map the two shared buffers (harness/measure/shared.py); import the candidate from the
     source bytes the harness sent (not from the file, which the agent may be editing), written
     to the path the harness names (`candidate`: the same for a keeper and a candidate, in the
     worker's own /tmp: neither its path nor its folder tells a worker its role), then load
@@ -63,22 +63,22 @@ from typing import Any
 
 
 def _harness_from_its_folder() -> None:
-    """Import the harness package from this file's folder, by path: the project root, which holds
-    it and which the agent writes, is never put on sys.path for it (harness/__init__.py appends
-    it for the tools; here it is taken off again: ProjectFinder imports what the worker needs of it)."""
-    here = Path(__file__).resolve().parent
+    """Import the harness package from its folder (this file's parent's), by path: the project
+    root, which holds it and which the agent writes, is never on sys.path (-I leaves out the
+    script's folder and the working folder; ProjectFinder imports what the worker needs of it)."""
+    here = Path(__file__).resolve().parents[1]  # harness/
     if "harness" not in sys.modules:
         spec = importlib.util.spec_from_file_location("harness", here / "__init__.py", submodule_search_locations=[str(here)])
         module = importlib.util.module_from_spec(spec)
         sys.modules["harness"] = module
         spec.loader.exec_module(module)
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here.parent]
 
 
 if __name__ == "__main__":  # a worker; imported (tests, tools), the harness is already there
     _harness_from_its_folder()
-from harness import landlock, worker_group  # noqa: E402  (standard library only)
-from harness.channel import Channel  # noqa: E402
+from harness.sandbox import landlock  # noqa: E402  (standard library only)
+from harness.worker import worker_group
+from harness.measure.channel import Channel  # noqa: E402
 
 
 class ProjectFinder(importlib.abc.MetaPathFinder):
@@ -96,18 +96,15 @@ class ProjectFinder(importlib.abc.MetaPathFinder):
 
 def load_adapter(common: Any, goals: Any, names: list[str]) -> Any:
     """The target's adapter, imported through ProjectFinder (`names`: the frozen code's,
-    harness/worker_process.py frozen_names) with the project root off sys.path
-    (harness/_common.py load_adapter appends it, for the tools: taken off again here)."""
+    harness/measure/worker_process.py frozen_names), the project root never on sys.path."""
     root = common.root().resolve()
     if not any(isinstance(f, ProjectFinder) for f in sys.meta_path):
         sys.meta_path.append(ProjectFinder(root, set(names)))
     try:
-        importlib.import_module(goals["adapter"])  # before load_adapter puts the root on sys.path
+        importlib.import_module(goals["adapter"])  # through ProjectFinder, before load_adapter's own finder
     except ModuleNotFoundError:
         pass  # load_adapter says which, in one line
-    adapter = common.load_adapter(goals)
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != root]
-    return adapter
+    return common.load_adapter(goals)
 
 
 def command(*args: str | int) -> list[str]:
@@ -120,10 +117,16 @@ def command(*args: str | int) -> list[str]:
 def _import_path_after_walls() -> None:
     """The environment's PYTHONPATH folders that -I left out, first on sys.path as without it:
     the absolute ones outside the project (a relative one is the working folder, the project root)."""
-    root = Path(__file__).resolve().parent.parent
-    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-             if os.path.isabs(p) and root not in (Path(p).resolve(), *Path(p).resolve().parents)]
-    sys.path[:0] = [p for p in extra if p not in sys.path]
+    root = Path(__file__).resolve().parents[2]
+    import_first([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                  if os.path.isabs(p) and root not in (Path(p).resolve(), *Path(p).resolve().parents)])
+
+
+def import_first(folders: list[str]) -> None:
+    """Folders first on sys.path, as an interpreter without -I has them: the environment's
+    PYTHONPATH (after the walls) and the candidate's own folder and home (as a script's folder).
+    The harness's one sys.path edit (tests/test_layout.py names it): the worker's, sandboxed."""
+    sys.path[:0] = [p for p in folders if p not in sys.path]
 
 
 CHANNEL_FD, INPUT_FD, OUTPUT_FD = 3, 4, 5
@@ -154,13 +157,13 @@ def _where(e: BaseException, candidate: str) -> str:
 
 class Worker:
     """One rank's handlers: rank 0 holds the shared buffers; another rank of a worker group
-    (harness/worker_group.py) a scratch input and output of their shapes."""
+    (harness/worker/worker_group.py) a scratch input and output of their shapes."""
 
     def __init__(self, chan: Channel, cfg: dict[str, Any], rank: int = 0) -> None:
         import torch
 
         from harness import _common
-        from harness import shared
+        from harness.measure import shared
 
         self.torch, self.common, self.chan, self.cfg = torch, _common, chan, cfg
         self.device, self.rank = cfg["device"], rank
@@ -191,7 +194,7 @@ class Worker:
 
     def deliver(self, y: Any) -> str | None:
         """Copy an output into the shared buffer; the reason it cannot be, or None."""
-        from harness.tensor_checks import output_mismatch
+        from harness.worker.tensor_checks import output_mismatch
 
         why = output_mismatch(y, self.out.shape, self.out.dtype, "expected")
         if why:
@@ -231,7 +234,7 @@ class Worker:
         return {"error": problem} if problem else {}
 
     def profile(self) -> dict[str, Any]:
-        from harness import profile
+        from harness.measure import profile
 
         with profile.capture(self.device) as prof:
             reply = self.call()
@@ -256,7 +259,7 @@ class Worker:
             reply["flops_error"] = _one_line(e)
         return reply
 
-    def memory(self) -> dict[str, Any]:  # a group's: the largest over its ranks (worker_group.merged)
+    def memory(self) -> dict[str, Any]:  # a group's: the largest over its ranks (group.merged)
         cuda = self.device == "cuda"
         return {"peak_mem_gb": self.torch.cuda.max_memory_allocated() / 1e9 if cuda else None}
 
@@ -277,16 +280,15 @@ def flop_counter():
 
 
 def load_source(path: str, source: str, build_fn: str, home: str | None = None):
-    """Import the candidate from the bytes the harness read and hashed (harness/loader.py), first
+    """Import the candidate from the bytes the harness read and hashed (harness/target/loader.py), first
     written to `path` (in the worker's /tmp: code that reads its own file finds these bytes), its
     folder importable as a script's is; then `home`, the candidate's own folder where it holds
     other Python code (its helpers), importable too."""
-    from harness.loader import build_function, load_source as load
+    from harness.target.loader import build_function, load_source as load
 
     _write_once(Path(path), source)
-    if home and home not in sys.path:
-        sys.path.insert(0, home)
-    return build_function(load(path, source, "candidate", own_folder_first=True), build_fn, path)
+    import_first([str(Path(path).parent), *([home] if home else [])])
+    return build_function(load(path, source, "candidate"), build_fn, path)
 
 
 def _write_once(path: Path, text: str) -> None:
@@ -301,9 +303,9 @@ def serve(chan: Channel) -> None:
     cfg = chan.recv()
     os.environ["AUTO_OPTIM_GOALS"] = cfg["goals_path"]
     # Its OOM preference was set before it started, by the shell that started it, where it cannot
-    # be undone from here (harness/cgroup.py entering); so is its cgroup's memory bound.
+    # be undone from here (harness/sandbox/cgroup.py entering); so is its cgroup's memory bound.
     # A group's other ranks start first, so that each applies Landlock itself (it grants the
-    # process's own /proc entry), while no candidate code exists anywhere (harness/worker_group.py).
+    # process's own /proc entry), while no candidate code exists anywhere (harness/worker/worker_group.py).
     group = worker_group.Group(cfg) if int(cfg.get("ranks", 1)) > 1 else None
     abi = restrict(cfg, group is not None)
     _import_path_after_walls()
@@ -335,7 +337,7 @@ def serve(chan: Channel) -> None:
 
 
 def serve_rank(chan: Channel) -> None:
-    """Rank k > 0 of a worker group (harness/worker_group.py): rank 0 forwards it every request,
+    """Rank k > 0 of a worker group (harness/worker/worker_group.py): rank 0 forwards it every request,
     and it answers with the same handler. On any failure it prints why and exits: rank 0, which
     watches it, then ends the whole group (a rank left waiting in a collective would hang)."""
     cfg = chan.recv()
@@ -388,7 +390,7 @@ def leave(code: int) -> None:
 
 
 def main() -> None:
-    if sys.argv[1] == "--rank":  # another rank of a worker group, started by rank 0 (worker_group.py)
+    if sys.argv[1] == "--rank":  # another rank of a worker group, started by rank 0 (group.py)
         serve_rank(Channel(socket.socket(fileno=int(sys.argv[2]))))
         return
     if settle_fds([int(a) for a in sys.argv[1:4]]):

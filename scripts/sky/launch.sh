@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The measuring half of one experiment on a cloud GPU through SkyPilot; its record comes back to
-# runs/sky/ here, for `python harness/run_experiment.py --apply`. A cloud wave is several of these at
+# runs/sky/ here, for `python harness/cli/run_experiment.py --apply`. A cloud wave is several of these at
 # once (one cluster each), applied in turn.
 #
 #   bash scripts/sky/launch.sh CANDIDATE DESC [CLUSTER]       # e.g. candidates/a.py "bf16 weights"
@@ -27,4 +27,4 @@ sky launch -y -c "$cluster" --gpus "${GPUS:-H100:1}" -i 15 --down \
   scripts/sky/experiment.yaml
 rsync -az "$cluster:sky_workdir/$rec" "$rec"   # SkyPilot puts each cluster in ~/.ssh/config
 echo "record: $rec"
-echo "apply it here: python harness/run_experiment.py --apply $rec"
+echo "apply it here: python harness/cli/run_experiment.py --apply $rec"

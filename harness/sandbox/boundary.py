@@ -3,7 +3,7 @@ filesystem built from an allow-list.
 
     policy = worker_process.policy(...)          # a Policy: everything the worker is given
     print(policy)                                # one printable object
-    argv, fds = sandbox.wrap(worker_process.worker_command(3, 4, 5), policy)
+    argv, fds = boundary.wrap(worker_process.worker_command(3, 4, 5), policy)
 
 bubblewrap (`bwrap`, a Debian/Ubuntu/Fedora package, the tool Flatpak and Claude Code's own
 sandbox use) starts the worker in new user, PID, network, IPC, UTS and mount namespaces, with
@@ -17,7 +17,7 @@ the harness's. What follows for the candidate:
 - Network: a loopback of its own and nothing else; no TCP, UDP or abstract socket reaches the host.
   A Unix socket at a path would (a read-only mount does not stop a connect), so /run is an empty
   tmpfs and every socket the host has bound inside a folder the view shows is covered by
-  /dev/null. A seccomp filter (harness/seccomp.py) refuses the calls that reach kernel state the
+  /dev/null. A seccomp filter (harness/sandbox/seccomp.py) refuses the calls that reach kernel state the
   namespaces do not separate (keyrings, file handles, watches on host files, page-cache
   residency probes and evictions, file locks, which the host's /proc/locks lists: done as no-ops,
   vsock, io_uring, ...).
@@ -39,14 +39,14 @@ the harness's. What follows for the candidate:
   of several, a candidate cannot borrow a second GPU for speed, slow a rival experiment on its
   GPU, or escape the memory clause's ballast (CUDA lists only the GPUs whose node it can open).
 
-A worker group (a preset with "ranks", harness/worker_group.py) lives in one sandbox: the worker
+A worker group (a preset with "ranks", harness/worker/worker_group.py) lives in one sandbox: the worker
 starts its other ranks itself, before any candidate code exists, so they are in these namespaces
 and under its seccomp filter, each applies the worker's Landlock rules to itself, and all die
 with it.
 
-Landlock (harness/landlock.py), applied by the worker itself before any candidate code runs, is
+Landlock (harness/sandbox/landlock.py), applied by the worker itself before any candidate code runs, is
 the second wall inside this one: its read rules are the same allow-list (`Policy.readable`).
-The kernel's resources (a freezer and a memory bound) are harness/cgroup.py's. Another mechanism
+The kernel's resources (a freezer and a memory bound) are harness/sandbox/cgroup.py's. Another mechanism
 (nsjail, a container runtime) can replace this module: what the session needs is `available()`,
 `wrap()` and `describe()`.
 """
@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from harness import seccomp
+from harness.sandbox import seccomp
 
 SCRATCH = "/tmp"            # the worker's only writable folder, a tmpfs inside the sandbox
 RUNTIME = "/run"            # where services keep their sockets (/var/run links here): an empty tmpfs
@@ -71,7 +71,7 @@ NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc
               "--unshare-cgroup-try")
 # The driver's nodes CUDA needs, shared by every GPU; a GPU's own node (/dev/nvidiaN) only where
 # Policy.gpus names it. Not the display nodes (/dev/dri, /dev/nvidia-modeset: buffers in any GPU's
-# memory) nor /dev/nvidia-caps (every MIG slice's: a MIG slice is refused, harness/worker_process.py).
+# memory) nor /dev/nvidia-caps (every MIG slice's: a MIG slice is refused, harness/measure/worker_process.py).
 DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 # The system's folders (where they exist; a merged-/usr system's /lib, /bin, ... are links into /usr).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -101,17 +101,17 @@ NVIDIA_VENDOR = "0x10de"
 # Never shown, even were a folder above them shown: the cgroup tree.
 SYS_HIDDEN = ("/sys/fs/cgroup",)
 # Of its fresh /proc, covered by /dev/null: the keys and keyrings of the host's users with their
-# serial numbers (the keyring calls are refused, harness/seccomp.py; their names are not its
+# serial numbers (the keyring calls are refused, harness/sandbox/seccomp.py; their names are not its
 # business), and the host's disk I/O counters (what /sys/block would tell; nothing in the stack reads them).
 PROC_COVERED = ("/proc/keys", "/proc/key-users", "/proc/diskstats")
 
 
-# What a worker can still learn or carry, each left for the reason given (README, harness/alternate.py).
+# What a worker can still learn or carry, each left for the reason given (README, harness/measure/alternate.py).
 RESIDUAL = (
     "page cache: the timing (or fault count) of a read tells whether a page of a shared file is cached, and a read "
     "caches it, once (nothing in the worker evicts one): a write-once, low-bandwidth channel to the next worker; "
     "closing it needs a view with no shared files (the interpreter, torch and CUDA are shared)",
-    "its clock jumps while it is frozen (its rival's timed calls), and the build order: harness/alternate.py",
+    "its clock jumps while it is frozen (its rival's timed calls), and the build order: harness/measure/alternate.py",
     "/proc's host-wide figures (stat, loadavg, pressure, uptime): the host's CPU time, which a shared CPU shows anyway",
     "uid 0 inside is the harness's uid outside: files the view shows that only that user may read, it reads",
     "a candidate in a folder of its own with helper modules sees that folder (a keeper, whose record holds one "
@@ -151,7 +151,7 @@ class Policy:
     scratch: str = SCRATCH
     scratch_bytes: int = SCRATCH_BYTES
     candidate_at: str | None = None     # where every worker of the project finds the candidate's source
-    tasks: int | None = None            # its task bound (pids.max, harness/cgroup.py), where the machine has one
+    tasks: int | None = None            # its task bound (pids.max, harness/sandbox/cgroup.py), where the machine has one
 
     def readable(self) -> list[str]:
         """Landlock's read rules: the same allow-list, as the worker's paths (and its fresh /proc and /dev)."""
@@ -171,13 +171,13 @@ class Policy:
         lines += [f"  gpus: {', '.join(self.gpus) or 'none'}", f"  working folder: {self.chdir}"]
         lines += [f"  candidate: its source written to {self.candidate_at} in every worker, a keeper's and a candidate's "
                   "alike; the same module name, working folder, command line and environment for both",
-                  "  interpreter: isolated (python -I -B -u harness/worker.py): no working folder, script folder, "
+                  "  interpreter: isolated (python -I -B -u harness/worker/main.py): no working folder, script folder, "
                   "PYTHONPATH or user site on sys.path before the walls; the harness imported from its folder; of the "
                   "project root only the top-level names of the frozen code (the adapter's package, goals.json frozen) "
                   "and of the root modules the candidate's source imports, with what they import",
-                  f"  kernel bounds (harness/cgroup.py, where this machine has them): a freezer, a memory bound, at most "
+                  f"  kernel bounds (harness/sandbox/cgroup.py, where this machine has them): a freezer, a memory bound, at most "
                   f"{self.tasks} tasks (pids.max)"]
-        lines += ["  system calls (harness/seccomp.py):", f"    refused: {', '.join(seccomp.refused())}",
+        lines += ["  system calls (harness/sandbox/seccomp.py):", f"    refused: {', '.join(seccomp.refused())}",
                   f"    succeed without doing anything: {', '.join(seccomp.answered(seccomp.IGNORE))}",
                   f"    not supported (EOPNOTSUPP): {', '.join(seccomp.answered(seccomp.UNSUPPORTED))}"]
         lines += ["  what remains (known, left):"] + [f"    {r}" for r in RESIDUAL]
@@ -256,7 +256,7 @@ def available() -> str | None:
 
 def describe(landlock_abi: int, ranks: int = 1) -> str:
     """What a row records about the sandbox its worker ran in (a group of `ranks`: Landlock leaves
-    what passes among them to the namespaces, harness/landlock.py)."""
+    what passes among them to the namespaces, harness/sandbox/landlock.py)."""
     inner = f"landlock-abi{landlock_abi}" if landlock_abi > 0 else "no landlock"
     if landlock_abi >= 4 and ranks > 1:
         inner += f" on each of {ranks} ranks (TCP, abstract sockets, signals: left to the namespaces)"
@@ -299,7 +299,7 @@ def host_sockets() -> list[Path]:
 
 
 def _filter_fd() -> int | None:
-    """A pipe's read end holding the seccomp program (harness/seccomp.py), for bwrap to load."""
+    """A pipe's read end holding the seccomp program (harness/sandbox/seccomp.py), for bwrap to load."""
     prog = seccomp.program()
     if prog is None:
         return None

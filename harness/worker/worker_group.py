@@ -1,11 +1,11 @@
 """A worker group: the processes of a preset with "ranks": N (N >= 2), one a GPU, in one sandbox.
 
-The harness starts one worker (harness/worker.py) as for any preset. That worker is rank 0: the
+The harness starts one worker (harness/worker/main.py) as for any preset. That worker is rank 0: the
 only process that talks to the harness and maps the shared input and output buffers. Before it
 imports torch (so before any candidate code exists), it starts ranks 1..N-1 itself
-(`python -I -B -u harness/worker.py --rank FD`: harness/worker.py command), each on a socket pair of its own and with none of its
+(`python -I -B -u harness/worker/main.py --rank FD`: harness/worker/main.py command), each on a socket pair of its own and with none of its
 other descriptors: they are its children, in the sandbox's namespaces, under its seccomp filter
-and in its cgroup (frozen and bounded with it, harness/cgroup.py: the bound is the group's, all
+and in its cgroup (frozen and bounded with it, harness/sandbox/cgroup.py: the bound is the group's, all
 ranks together), and each applies the harness's Landlock rules to itself first, as rank 0 does
 (each process must be granted its own /proc entry, which the CUDA driver writes to).
 All N join one torch.distributed group (`join`: gloo on CPU, NCCL on GPUs, rank k on cuda:k)
@@ -16,7 +16,7 @@ They run the same handler on a scratch input of the input's shape: the real inpu
 only inside the call, from rank 0 (the target's build_split decides how), after the harness
 handed it over and started its clock. Their output is dropped. Rank 0 says "done" only once
 every rank has answered, so the clock covers the whole group. Their peak memory is reported as
-the largest over the ranks; a profile is rank 0's; FLOPs are not counted (harness/worker.py flops).
+the largest over the ranks; a profile is rank 0's; FLOPs are not counted (harness/worker/main.py flops).
 
 A rank that fails takes the group down: it prints why and exits; rank 0 watches every rank and
 exits at once when one is gone (in the sandbox it is the namespace's first process, so every
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.channel import Channel, ChannelClosed
+from harness.measure.channel import Channel, ChannelClosed
 
 RANK_GONE = 3  # rank 0's exit code when another rank died
 DEATH_NOTICE_S = 1.0  # a dead rank's watcher ends the group within milliseconds of its exit
@@ -59,8 +59,8 @@ class Group:
 
     def _start(self, rank: int, cfg: dict[str, Any]) -> tuple[subprocess.Popen, Channel]:
         mine, theirs = socket.socketpair()
-        # The same isolated interpreter as rank 0's (harness/worker.py command).
-        argv = [sys.executable, "-I", "-B", "-u", str(Path(__file__).resolve().parent / "worker.py"), "--rank",
+        # The same isolated interpreter as rank 0's (harness/worker/main.py command).
+        argv = [sys.executable, "-I", "-B", "-u", str(Path(__file__).resolve().parent / "main.py"), "--rank",
                 str(theirs.fileno())]
         proc = subprocess.Popen(argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
         theirs.close()
