@@ -36,10 +36,15 @@ NOT_MEASURING = frozenset({
 DESCRIPTIVE = frozenset({"description", "note", "text", "rationale"})
 
 
+def every_harness_file() -> list[Path]:
+    """Every file of the harness: what the tamper check compares before and after a run
+    (harness/cli/run_experiment.py code_files), hashed or not."""
+    return [f for f in sorted(HARNESS.rglob("*")) if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"]
+
+
 def harness_files() -> list[Path]:
     """The harness's files the hash covers."""
-    return [f for f in sorted(HARNESS.rglob("*")) if f.is_file() and "__pycache__" not in f.parts
-            and f.suffix != ".pyc" and not measures_nothing(f.relative_to(HARNESS).as_posix())]
+    return [f for f in every_harness_file() if not measures_nothing(f.relative_to(HARNESS).as_posix())]
 
 
 def measures_nothing(path: str) -> bool:

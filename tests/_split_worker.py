@@ -24,7 +24,7 @@ import torch.distributed as dist
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
-sys.path[:0] = [str(REPO), str(TESTS)]
+# narrow_vae/ beside this file: its folder is first on sys.path, as any script's
 from harness import target  # noqa: E402
 
 target.use(VAE)  # the worked example's packages by name (harness/target/)

@@ -41,6 +41,9 @@ NARROW = Path(__file__).resolve().parent / "narrow_vae"
 # The harness comes from the installed package (pip install -e .), never from the project root on sys.path:
 # `python -m pytest` puts the working folder first, and harness/__init__.py refuses to be imported so.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
+# The tests' helper folders, importable by name in every test (the only other sys.path edit: tests/test_layout.py):
+# the Claude Code stand-ins (claude_stub/) and the attacks' shared pieces (cheaters/: _keys, _reach, _target).
+sys.path += [str(Path(__file__).resolve().parent / "claude_stub"), str(Path(__file__).resolve().parent / "cheaters")]
 GOALS_ENV = "AUTO_OPTIM_GOALS"  # harness/_common.py's GOALS_ENV, without importing torch here
 from harness import target as _target  # noqa: E402 - stdlib only: no torch yet
 from harness.target import assets

@@ -25,7 +25,6 @@ import pytest
 from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "claude_stub"))
 from scratch_repo import TARGET, make_scratch_repo  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (REPO / "harness" / "cli" / "run_experiment.py").is_file(),

@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -48,7 +47,7 @@ import pytest
 import torch
 
 from conftest import made_once, make_toy, tool, use
-from harness.sandbox import cgroup
+from harness.sandbox import cgroup_make
 from harness import replies
 from harness.measure.session import Session
 from test_cheaters_isolation import CHEATERS, bundle, cheater, info
@@ -65,8 +64,6 @@ CORE_PLACES = (Path("/var/lib/systemd/coredump"), Path("/var/crash"))
 
 def _module(name: str):
     """A cheater's module, for its decoder (imported where goals.json names the toy)."""
-    if str(CHEATERS) not in sys.path:
-        sys.path.insert(0, str(CHEATERS))
     return importlib.import_module(name)
 
 
@@ -196,7 +193,7 @@ def _pair_runs(folder: Path) -> Path:
 
     ws = make_toy(folder / "ws")
     source = _inline(["slows_when_keeper", "finds_its_rival"], CHEAT_MARKER=uuid.uuid4().hex[:12], CHEAT_COST_S="0")
-    keeper_dir = Path(tempfile.mkdtemp(prefix="auto-optim-keeper-"))  # run_experiment.keeper_file's layout
+    keeper_dir = Path(tempfile.mkdtemp(prefix="auto-optim-keeper-"))  # harness/cli/keepers.py keeper_file's layout
     try:
         keeper = keeper_dir / "optimize.py"
         keeper.write_text(source)
@@ -277,7 +274,7 @@ def bounded(toy: Path, tmp_path: Path):
 def test_socket_buffers_count_against_the_memory_bound(bounded: Path, tmp_path: Path) -> None:
     """hides_memory_in_sockets: 2 GB in Unix socket buffers with a 1 GB bound. The kernel charges
     them to the worker's cgroup: it dies at its bound and the row says so."""
-    group, why = cgroup.make(int(1e9))
+    group, why = cgroup_make.make(int(1e9))
     if group is not None:
         group.remove()
     if group is None or group.memory is None:

@@ -755,26 +755,27 @@ def test_a_worker_is_given_its_gpus_by_uuid_and_node(monkeypatch: pytest.MonkeyP
     not there, is a refusal, never every GPU shown. Unsandboxed, nothing is asked of NVML."""
     from harness import _common
 
-    from harness.measure import nvml, worker_process
+    from harness.measure import nvml
+    from harness.sandbox import worker_policy
     nodes = {0: "/dev/nvidia5", 1: "/dev/nvidia2", 2: "/dev/nvidia7"}
     monkeypatch.setattr(nvml, "device_uuid", lambda k: f"GPU-{k}aaa")
     monkeypatch.setattr(nvml, "device_node", lambda k: nodes.get(k) if k != 3 else None)
     real_exists = os.path.exists
-    monkeypatch.setattr(worker_process.os.path, "exists",
+    monkeypatch.setattr(worker_policy.os.path, "exists",
                         lambda p: p in ("/dev/nvidia5", "/dev/nvidia2", "/dev/nvidia0", "/dev/nvidiactl") or real_exists(p))
-    assert worker_process.gpus("cpu", 1) == worker_process.Gpus()
-    two = worker_process.gpus("cuda", 2)
+    assert worker_policy.gpus("cpu", 1) == worker_policy.Gpus()
+    two = worker_policy.gpus("cuda", 2)
     assert two.uuids == ["GPU-0aaa", "GPU-1aaa"] and two.nodes == ["/dev/nvidia5", "/dev/nvidia2"], two
-    env = worker_process.environment(_common.load_goals(), "/tmp", two.uuids)
+    env = worker_policy.environment(_common.load_goals(), "/tmp", two.uuids)
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-0aaa,GPU-1aaa"
-    written = worker_process.writable("/tmp", two.nodes)
+    written = worker_policy.writable("/tmp", two.nodes)
     assert "/dev/nvidia5" in written and "/dev/nvidia2" in written and "/dev/nvidia0" not in written, written
     with pytest.raises(_common.SetupError, match="CUDA device 2 .*/dev/nvidia7"):
-        worker_process.gpus("cuda", 3)  # named, but not in /dev
-    assert worker_process.gpus("cuda", 4, sandboxed=False) == worker_process.Gpus()  # the harness's view, as it is
+        worker_policy.gpus("cuda", 3)  # named, but not in /dev
+    assert worker_policy.gpus("cuda", 4, sandboxed=False) == worker_policy.Gpus()  # the harness's view, as it is
     del nodes[1]
     with pytest.raises(_common.SetupError, match="CUDA device 1 .*NVML did not answer"):
-        worker_process.gpus("cuda", 2)
+        worker_policy.gpus("cuda", 2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,

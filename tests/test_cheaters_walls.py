@@ -37,12 +37,11 @@ import pytest
 from conftest import use
 from harness import _common
 from harness.target import assets
-from harness.sandbox import cgroup, boundary, seccomp
-from harness.measure import process, worker_process
+from harness.sandbox import boundary, cgroup, cgroup_make, seccomp, worker_policy
+from harness.measure import process
 from harness.measure.session import Session
-from test_cheaters_isolation import CHEATERS, bundle, cheater, info
+from test_cheaters_isolation import bundle, cheater, info
 
-sys.path.insert(0, str(CHEATERS))
 import _keys  # noqa: E402  (the keyring calls, from the host's side)
 
 PROBE = Path(__file__).resolve().parent / "_syscall_probe.py"
@@ -67,7 +66,7 @@ def test_the_refused_calls_fail_inside_and_not_outside(at_toy: Path) -> None:
     worker needs (sockets, fcntl, memfd) still work inside."""
     if seccomp.program() is None:
         pytest.skip("no seccomp filter for this architecture")
-    policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), _common.load_goals(),
+    policy = worker_policy.policy(at_toy / "optimize.py", [], worker_policy.Gpus(), _common.load_goals(),
                                    boundary.SCRATCH)
     argv, fds = boundary.wrap([sys.executable, "-S", str(PROBE)], boundary.Policy(
         shown=(*policy.shown, (str(PROBE), str(PROBE))), links=policy.links, masked=policy.masked, env=policy.env))
@@ -154,12 +153,12 @@ def test_no_state_in_keyrings_and_no_copy_of_the_assets(at_toy: Path, tmp_path: 
     one, no copy of the assets may be read (the cheater would fail the gate), and, where the
     harness holds CAP_SYS_RESOURCE, the OOM preference set before the worker started stays.
 
-    The run is made where this machine gives the worker no cgroup (cgroup.make patched: a
+    The run is made where this machine gives the worker no cgroup (cgroup_make.make patched: a
     non-root user without delegation), which the row and one line on stderr must say."""
     tag = uuid.uuid4().hex[:12]
     assert _keys.join_session(f"auto-optim-test-{tag}") > 0, "no session keyring could be made here"
     copies = _copies_of_assets(assets.assets_dir(), tag)
-    monkeypatch.setattr(cgroup, "make", lambda memory_bytes, tasks=None: (None, "no cgroup could be made for the worker (the test's)"))
+    monkeypatch.setattr(cgroup_make, "make", lambda memory_bytes, tasks=None: (None, "no cgroup could be made for the worker (the test's)"))
     names = ["caches_in_host_keyring", "caches_in_session_keyring", "exfiltrates_inputs", "resets_oom_score",
              "reads_asset_copies"]
     path = bundle(tmp_path / "c", names, CHEAT_MARKER=tag, CHEAT_COST_S="0", CHEAT_COPIES=":".join(map(str, copies)))
@@ -240,9 +239,9 @@ def test_the_freezer_of_each_cgroup_version(version: int) -> None:
     each cgroup version this machine has (a hybrid one has both: v1's freezer, v2's cgroup.freeze)."""
     name = f"{cgroup.PREFIX}{os.getpid()}-test-v{version}"
     if version == 2:
-        group = cgroup._try_v2(name, 1 << 40, need_memory=True)  # as a worker's: on a GPU host the pids-only one refused its tasks
+        group = cgroup_make._try_v2(name, 1 << 40, need_memory=True)  # as a worker's: on a GPU host the pids-only one refused its tasks
     else:
-        freezer, _, made = cgroup._try_v1(name, None)
+        freezer, _, made = cgroup_make._try_v1(name, None)
         group = cgroup.WorkerCgroup(freezer, None, None, made) if freezer else None
     if group is None:
         pytest.skip(f"no cgroup v{version} freezer here")
@@ -291,7 +290,7 @@ def test_a_worker_past_its_memory_bound_is_the_one_that_dies(bounded: Path, tmp_
     """hogs_memory: twice the bound, in its own memory ("anon") or in memfds and its /tmp
     ("shmem", in no process's resident set). Without a bound it passes; with one the kernel kills
     it inside its cgroup, this process (the harness) lives on, and the row says why."""
-    group, why = cgroup.make(int(MEMORY_BOUND_GB * cgroup.GB))
+    group, why = cgroup_make.make(int(MEMORY_BOUND_GB * cgroup.GB))
     if group is not None:
         group.remove()
     if group is None or group.memory is None:
@@ -309,10 +308,10 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
     the project's pieces, nothing of the folders a person keeps things in, and no credentials of
     /etc; bwrap starts from an empty root, made read-only, not from the host's `/`."""
     goals = _common.load_goals()
-    projects = [Path(worker_process.HARNESS.parent), _common.root()]
-    policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), goals, boundary.SCRATCH)
+    projects = [Path(worker_policy.HARNESS.parent), _common.root()]
+    policy = worker_policy.policy(at_toy / "optimize.py", [], worker_policy.Gpus(), goals, boundary.SCRATCH)
     prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)}
-    prefixes |= {Path(p) for p in worker_process.extra_tools(dict(os.environ))}  # CC=/opt/gcc/bin/gcc: its folders
+    prefixes |= {Path(p) for p in worker_policy.extra_tools(dict(os.environ))}  # CC=/opt/gcc/bin/gcc: its folders
 
     def allowed(dest: Path) -> bool:
         inside = [t for t in (*projects, *prefixes) if dest == t or t in dest.parents]
@@ -376,9 +375,9 @@ def test_a_cgroup_v2_host_gets_one_cgroup_with_both(tmp_path: Path, monkeypatch:
     for folder in {root, mine, mine.parent}:
         (folder / "cgroup.controllers").write_text("memory pids\n")
         (folder / "cgroup.subtree_control").write_text("" if folder in (root, mine) else "memory pids\n")
-    monkeypatch.setattr(cgroup, "_mounts", lambda: [cgroup.Mount(2, "/", root, frozenset())])
-    monkeypatch.setattr(cgroup, "_own_paths", lambda: {"": own})
-    real_write, real_mkdir = cgroup._write, Path.mkdir
+    monkeypatch.setattr(cgroup_make, "_mounts", lambda: [cgroup_make.Mount(2, "/", root, frozenset())])
+    monkeypatch.setattr(cgroup_make, "_own_paths", lambda: {"": own})
+    real_write, real_mkdir = cgroup_make._write, Path.mkdir
 
     def write(path: Path, text: str) -> None:
         if path == mine / "cgroup.subtree_control" and mine != root:
@@ -397,9 +396,9 @@ def test_a_cgroup_v2_host_gets_one_cgroup_with_both(tmp_path: Path, monkeypatch:
             (folder / "pids.max").write_text("max\n")
         return folder
 
-    monkeypatch.setattr(cgroup, "_write", write)
-    monkeypatch.setattr(cgroup, "_new_folder", new_folder)
-    group, note = cgroup.make(3_000_000_000)
+    monkeypatch.setattr(cgroup_make, "_write", write)
+    monkeypatch.setattr(cgroup_make, "_new_folder", new_folder)
+    group, note = cgroup_make.make(3_000_000_000)
     assert group is not None and note == "", note
     assert group.freezer == group.memory == (2, group.made[0]) and len(group.made) == 1, group
     assert group.made[0].parent == (root if own == "/" else mine.parent), group.made
@@ -419,6 +418,6 @@ def test_a_compiler_outside_the_system_folders_is_shown_whole(tmp_path: Path) ->
         (prefix / d).mkdir(parents=True)
     (prefix / "bin" / "gcc").write_text("")
     (tmp_path / "neighbour").mkdir()
-    shown = worker_process.extra_tools({"CC": str(prefix / "bin" / "gcc")})
+    shown = worker_policy.extra_tools({"CC": str(prefix / "bin" / "gcc")})
     assert sorted(shown) == sorted(str(prefix / d) for d in ("bin", "lib", "libexec", "include")), shown
-    assert worker_process.compiler_prefix("/bin") == []  # /bin/gcc: never the whole root
+    assert worker_policy.compiler_prefix("/bin") == []  # /bin/gcc: never the whole root

@@ -41,7 +41,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "claude_stub"))
 from harness.paths import agent_policy  # noqa: E402
 from model_server import ModelServer, last_user_text, tool_results  # noqa: E402
 from scratch_repo import TARGET, install_entry_points, make_scratch_repo, run, write_settings  # noqa: E402

@@ -130,7 +130,7 @@ def test_flop_counter_counts_matmuls_with_an_output_dtype() -> None:
     raises on it, which left e031/e032 without an executed count (their floor fell back to nominal)."""
     import torch
 
-    from harness.worker.main import flop_counter
+    from harness.worker.calls import flop_counter
 
     a, b = torch.empty(2, 4, 8, dtype=torch.float16, device="meta"), torch.empty(2, 8, 3, dtype=torch.float16, device="meta")
     with flop_counter() as counter:

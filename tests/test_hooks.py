@@ -11,6 +11,7 @@ Decisions checked: PreToolUse refusal = exit 2 + reason on stderr; Stop refusal 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -163,8 +164,9 @@ UNSANDBOXED_REFUSED = [
 def guard_module():
     """guard_frozen.py's functions in this process, for the long lists (main() runs as Claude Code runs it
     in the tests that pass a payload)."""
-    sys.path.insert(0, str(HOOKS))
-    import guard_frozen
+    spec = importlib.util.spec_from_file_location("guard_frozen", HOOKS / "guard_frozen.py")  # by location, as it runs
+    guard_frozen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard_frozen)
 
     return guard_frozen
 

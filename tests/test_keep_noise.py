@@ -250,18 +250,18 @@ def test_a_keeper_is_timed_from_its_commit_when_its_record_lacks_its_source(firs
     where neither holds it, the run is refused before measuring, never judged against a figure."""
     from harness import _common
 
-    from harness.cli import run_experiment
+    from harness.cli import keepers, run_experiment
     ws = first_run(first_keeper, tmp_path)
     rec = ws / "records" / "e002.json"
     rec.write_text(json.dumps({k: v for k, v in json.loads(rec.read_text()).items() if k != "source"}))
     with use(ws):
         rows, goals = R.read_rows(), _common.load_goals()
-        path, folder = run_experiment.keeper_file(rows[1], goals)
+        path, folder = keepers.keeper_file(rows[1], goals)
         try:
             assert path.read_text() == (ws / "optimize.py").read_text()  # e002's commit holds it
         finally:
             shutil.rmtree(folder)
-        assert run_experiment.keeper_file(rows[1] | {"commit": "0" * 10}, goals) == (None, None)
+        assert keepers.keeper_file(rows[1] | {"commit": "0" * 10}, goals) == (None, None)
         (ws / "optimize.py").write_text(scaled(0.3))
         a = argparse.Namespace(desc="x", preset=None, candidate=None, device="cpu", timeout=None, no_profile=True,
                                unsandboxed=False, rebaseline=False, best_median=None, measure_only=True, record_out=None,

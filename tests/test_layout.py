@@ -17,9 +17,9 @@ LEDGER_FILES = {f"harness/{n}.py" for n in ("records", "record_file", "ledger", 
 # Where sys.path may change: tests/conftest.py (it takes the project root off, for `python -m pytest`), and
 # the worker's one function that puts folders first as an interpreter without -I would have them: the
 # candidate's own folder and home (a script's folder is first on its sys.path) and PYTHONPATH's folders
-# (harness/worker/main.py import_first; the worker runs isolated, -I, inside the sandbox).
-SYS_PATH_OK = {"tests/conftest.py": None, "harness/worker/main.py": "import_first"}
-CHECKED_FOR_SYS_PATH = ("harness", "scripts", "targets", "agent")
+# (harness/worker/imports.py import_first; the worker runs isolated, -I, inside the sandbox).
+SYS_PATH_OK = {"tests/conftest.py": None, "harness/worker/imports.py": "import_first"}
+CHECKED_FOR_SYS_PATH = ("harness", "scripts", "targets", "agent", "tests")
 
 
 def module_name(path: Path) -> str:

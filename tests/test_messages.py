@@ -15,7 +15,7 @@ from harness import ledger
 from harness.cli import new_target
 from harness import records as R
 from harness.goals import parse
-from harness.cli.run_experiment import strip_title
+from harness.cli.experiment_pair import strip_title
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder

@@ -19,7 +19,6 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from conftest import made_once  # noqa: E402
 from integrations.split_decode import HEIGHT, WIDTH, choose_split  # noqa: E402

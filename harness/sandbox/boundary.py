@@ -1,7 +1,7 @@
 """The worker's boundary: the candidate runs in namespaces of its own, made by bubblewrap, with a
 filesystem built from an allow-list.
 
-    policy = worker_process.policy(...)          # a Policy: everything the worker is given
+    policy = worker_policy.policy(...)          # a Policy: everything the worker is given
     print(policy)                                # one printable object
     argv, fds = boundary.wrap(worker_process.worker_command(3, 4, 5), policy)
 
@@ -71,7 +71,7 @@ NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc
               "--unshare-cgroup-try")
 # The driver's nodes CUDA needs, shared by every GPU; a GPU's own node (/dev/nvidiaN) only where
 # Policy.gpus names it. Not the display nodes (/dev/dri, /dev/nvidia-modeset: buffers in any GPU's
-# memory) nor /dev/nvidia-caps (every MIG slice's: a MIG slice is refused, harness/measure/worker_process.py).
+# memory) nor /dev/nvidia-caps (every MIG slice's: a MIG slice is refused, harness/sandbox/worker_policy.py).
 DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 # The system's folders (where they exist; a merged-/usr system's /lib, /bin, ... are links into /usr).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")

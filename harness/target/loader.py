@@ -15,7 +15,7 @@ def load_source(path: Path | str, source: str | bytes | None = None, name: str =
     """Import `path` as module `name` from exactly `source` (the bytes a caller read and hashed;
     the file's bytes when None), never a re-read. Code that reads its own source (Triton's @jit
     does, via inspect) must see these bytes too: they are pinned in the line cache (no mtime, so
-    never re-checked). The worker puts a candidate's folder first on sys.path (harness/worker/main.py import_first)."""
+    never re-checked). The worker puts a candidate's folder first on sys.path (harness/worker/imports.py import_first)."""
     path = str(path)
     text = Path(path).read_text() if source is None else source.decode() if isinstance(source, bytes) else source
     linecache.cache[path] = (len(text), None, text.splitlines(True), path)
