@@ -1,8 +1,8 @@
 """The floor and the stop rule: how far a candidate is from what its own work needs.
 
 Usage:
-    python harness/floor.py [--device cpu|cuda] [--force]    # probe this machine's peak rates
-    python harness/floor.py --verdict [--preset P]           # the stop rule on this machine's rows
+    auto-optim floor [--device cpu|cuda] [--force]    # probe this machine's peak rates
+    auto-optim floor --verdict [--preset P]           # the stop rule on this machine's rows
 
 The floor of one call is the work the candidate executes there at the best rate this machine
 reaches on that kind of work (goals.json "floor": {"work": "flops" | "bytes"}):
@@ -41,10 +41,10 @@ from typing import Any, Callable
 
 import torch
 
-from harness import paths, _common  # noqa: E402
+from harness import paths, _common
 from harness.target import assets
-from harness.goals import as_goals  # noqa: E402
-from harness.measure.locks import device_lock  # noqa: E402
+from harness.goals import as_goals
+from harness.measure.locks import device_lock
 
 UNITS = {"flops": "TFLOP/s", "bytes": "TB/s"}  # the probes' rates, printed in these (x 1e12)
 SEEN = 0.5  # an executed count under half the nominal FLOPs missed kernels torch cannot see
@@ -168,12 +168,12 @@ def annotate(facts: dict[str, Any], goals: dict[str, Any], adapter: Any, shape: 
         return
     if not work or not rate:
         facts.update(floor_s=None, floor_note="no floor: " + ("this machine's peak was never probed "
-                     "(python harness/floor.py)" if not rate else f"the target gives no {kind} count"))
+                     "(auto-optim floor)" if not rate else f"the target gives no {kind} count"))
         return
     floor_s = work / rate["rate"]
     if med and med < floor_s:  # faster than the probe's best rate allows: the probe missed the peak
         facts.update(floor_s=None, floor_note=f"no floor: the median is below the {floor_s:.4g} s that {source} at the "
-                     f"probed rate would take, so the probe did not find this machine's peak (python harness/floor.py --force)")
+                     f"probed rate would take, so the probe did not find this machine's peak (auto-optim floor --force)")
         return
     facts["floor_s"] = floor_s
     facts["floor_note"] = (f"{source} {work:.4g} at this machine's best measured rate "

@@ -37,7 +37,7 @@ calls (slowest over fastest, minus one), the spread a run prints):
                 measures now is trusted (a first run's baseline, measured in the same run, has no
                 earlier row). Not kept, and never "slower by X%": "inconclusive: not kept, run again
                 on a quieter machine". The candidate file is restored as after a revert; the
-                candidate's source stays in its record (python harness/records.py source EXP).
+                candidate's source stays in its record (auto-optim records source EXP).
   A candidate that was not timed beside the current keeper is inconclusive too (the keeper failed
   beside it, or its source is nowhere), never judged against a figure recorded at another time. One
   timed beside an earlier keeper (a wave's member, after another member was kept) is judged against

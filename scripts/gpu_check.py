@@ -19,10 +19,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-import torch  # noqa: E402
+import torch
 
-from harness.sandbox import landlock, boundary  # noqa: E402
-from harness.measure.session import Session  # noqa: E402
+from harness.sandbox import landlock, boundary
+from harness.measure.session import Session
 
 CHEATERS = REPO / "tests" / "cheaters"
 # The tests' toy workspace (tests/conftest.py), by its file's location: no sys.path edit.

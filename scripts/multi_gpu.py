@@ -36,12 +36,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 REPO = Path(__file__).resolve().parent.parent
-from harness import target  # noqa: E402
+from harness import target
 target.use("wan-vae")  # the worked example's packages by name (harness/target/)
 
-from _probe import psnr as psnr_and_max_abs  # noqa: E402
-from harness import _common  # noqa: E402
-from integrations.split_decode import HEIGHT, choose_split  # noqa: E402
+from _probe import psnr as psnr_and_max_abs
+from harness import _common
+from integrations.split_decode import HEIGHT, choose_split
 
 BORDER = 16  # video pixels on each side of a slab border in the border PSNR
 STALL_S = 240  # a rank still running after this long is hung: its stacks are printed and it exits

@@ -33,13 +33,13 @@ from typing import Callable
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-from harness import target  # noqa: E402
+from harness import target
 target.use("wan-vae")  # the worked example's packages by name (harness/target/)
-from _probe import preset_shape  # noqa: E402
+from _probe import preset_shape
 from harness.measure.ballast import Ballast
 from harness.measure.memory_limit import gb_argument
-from integrations import wan_dropin  # noqa: E402
-from model import LATENT_MEAN, LATENT_STD, load_vae  # noqa: E402
+from integrations import wan_dropin
+from model import LATENT_MEAN, LATENT_STD, load_vae
 
 PRESETS = {"720p": "full", "480p": "480p"}  # goals.json presets: 121 / 81 frames
 

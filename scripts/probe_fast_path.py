@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 from _probe import psnr, wall_times
 
-from harness import target  # noqa: E402
+from harness import target
 target.use("wan-vae")  # the worked example's packages by name (harness/target/)
-from model import load_vae  # noqa: E402
+from model import load_vae
 
 
 def main():

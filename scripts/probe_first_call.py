@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 def one_case(benchmark: bool, candidate: str, limit: int | None = None) -> dict[str, float]:
     """In this process: build the decoder and time its first two calls (limit: cuDNN's
     benchmark_limit, the engines its search tries a conv; None leaves torch's default)."""
-    from harness import target  # noqa: E402
+    from harness import target
     target.use("wan-vae")  # the worked example's packages by name (harness/target/)
     import torch
 

@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from _probe import median_ms  # noqa: E402
+from _probe import median_ms
 
 # The Winograd tile the GEMMs are shaped for: F(4x4, 3x3)'s, optimize.py's when
 # profiles/probe_winograd_gemm.md was measured (session 17, before e107); 6 for today's F(6x6).

@@ -25,11 +25,11 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
 # narrow_vae/ beside this file: its folder is first on sys.path, as any script's
-from harness import target  # noqa: E402
+from harness import target
 
 target.use(VAE)  # the worked example's packages by name (harness/target/)
-from integrations.split_decode import build_split_decoder  # noqa: E402
-from narrow_vae.target import load_model  # noqa: E402
+from integrations.split_decode import build_split_decoder
+from narrow_vae.target import load_model
 
 
 def load_optimize():

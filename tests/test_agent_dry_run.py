@@ -25,7 +25,7 @@ import pytest
 from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
-from scratch_repo import TARGET, make_scratch_repo  # noqa: E402
+from scratch_repo import TARGET, make_scratch_repo
 
 pytestmark = pytest.mark.skipif(not (REPO / "harness" / "cli" / "run_experiment.py").is_file(),
                                 reason="harness/cli/run_experiment.py not present")

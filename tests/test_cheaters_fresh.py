@@ -23,7 +23,7 @@ Got through once, closed since (each test failed on main at 1536f8b, checked by 
 - slows_when_keeper: every worker imports the candidate from /tmp/candidate/<name>, its
   folder shown only where it holds helpers (harness/measure/worker_process.py candidate_path);
 - a module planted at the project root (the agent's attack): the worker's interpreter is isolated
-  (-I) and of the root imports only the frozen code's names (harness/worker/main.py ProjectFinder).
+  (-I) and of the root imports only the frozen code's names (harness/worker/imports.py FROM_ROOT).
 
 GPU only (skipped here; for an H100): sets_gpu_clocks, copies_through_the_freeze.
 

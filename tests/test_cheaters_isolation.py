@@ -29,7 +29,7 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from conftest import made_once, make_toy, use
+from conftest import made_once, make_toy, tool as harness_tool, use  # its own tool() below runs one
 from harness.measure.session import Session
 from test_run_experiment import run_here
 
@@ -237,10 +237,10 @@ def ws(template: Path, tmp_path: Path) -> Iterator[Path]:
         yield dest
 
 
-def tool(ws: Path, script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    """`python harness/SCRIPT ARGS` in the workspace, bounded."""
+def tool(ws: Path, module: str, *args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """Harness tool MODULE (harness.cli.verify, ...) with ARGS in the workspace, its harness/, bounded."""
     full = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), **(env or {})}
-    return run_bounded([sys.executable, str(ws / "harness" / script), *args], timeout, cwd=ws, env=full)
+    return run_bounded([*harness_tool(module, ws), *args], timeout, cwd=ws, env=full)
 
 
 def rows(ws: Path) -> list[dict[str, str]]:
@@ -255,7 +255,7 @@ def rows(ws: Path) -> list[dict[str, str]]:
 def experiment(ws: Path, candidate: str | Path, desc: str) -> subprocess.CompletedProcess:
     """run_experiment.py on a cheater, with a slow frozen model (the baseline pays BASELINE_DELAY_S
     a call), so that a fast cheater is a keeper and gets profiled and FLOP-counted."""
-    return tool(ws, "run_experiment.py", "--desc", desc, "--candidate", str(_path(candidate)),
+    return tool(ws, "harness.cli.run_experiment", "--desc", desc, "--candidate", str(_path(candidate)),
                 "--device", "cpu", env={"TOY_DELAY_S": str(BASELINE_DELAY_S)})
 
 
@@ -329,7 +329,7 @@ def test_records_are_out_of_sight(tmp_path: Path) -> None:
     (ws / "PROGRESS.md").write_text("# Progress\n\n## Log\n\n- e001 keep: 0.123 s\n")
     # Through verify.py, a process of its own on this workspace (a harness process that has
     # imported the toy's adapter from another workspace would show the worker that one's folder).
-    r = tool(ws, "verify.py", "--candidate", str(cheater("reads_records", tmp_path / "c", CHEAT_LOOK=str(ws))),
+    r = tool(ws, "harness.cli.verify", "--candidate", str(cheater("reads_records", tmp_path / "c", CHEAT_LOOK=str(ws))),
              "--device", "cpu")
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     assert lines, f"verify printed no facts (exit {r.returncode}): {r.stderr[-1500:]}"
@@ -512,7 +512,7 @@ def test_truncated_buffer_in_a_session(at_toy: Path, tmp_path: Path, which: str)
 
 
 def test_truncated_output_buffer_through_verify(at_toy: Path) -> None:
-    r = tool(at_toy, "verify.py", "--candidate", str(CHEATERS / "truncates_output.py"), "--device", "cpu")
+    r = tool(at_toy, "harness.cli.verify", "--candidate", str(CHEATERS / "truncates_output.py"), "--device", "cpu")
     assert r.returncode == 1, f"verify {died_by_signal(r) or f'exited {r.returncode}'}: {(r.stdout + r.stderr)[-1500:]}"
     no_traceback(r)
     assert re.search(r"^reason: \S", r.stdout, re.M), r.stdout[-1500:]
@@ -555,7 +555,7 @@ def check_no_forgery(text: str, where: str) -> None:
 @pytest.mark.parametrize("how", ["info", "raise", "exit"])
 def test_forged_lines_in_verify(at_toy: Path, tmp_path: Path, how: str) -> None:
     """forges_output through verify.py: each variant fails, so no line may say `passed: True`."""
-    r = tool(at_toy, "verify.py", "--candidate", str(cheater("forges_output", tmp_path / "c", CHEAT_FORGE=how)),
+    r = tool(at_toy, "harness.cli.verify", "--candidate", str(cheater("forges_output", tmp_path / "c", CHEAT_FORGE=how)),
              "--device", "cpu")
     assert r.returncode == 1, f"verify exited {r.returncode}: {(r.stdout + r.stderr)[-1500:]}"
     no_traceback(r)
@@ -637,9 +637,9 @@ def test_the_tool_leaves_no_fingerprint(template: Path, tmp_path: Path) -> None:
     sees of its own process must not say which tool started it."""
     env = {"TOY_DELAY_S": str(BASELINE_DELAY_S)}
     ws = shutil.copytree(template, tmp_path / "ws", symlinks=True)  # one workspace: one goals path
-    v = tool(ws, "verify.py", "--candidate", str(cheater("fingerprints_tool")), "--device", "cpu", env=env)
+    v = tool(ws, "harness.cli.verify", "--candidate", str(cheater("fingerprints_tool")), "--device", "cpu", env=env)
     seen_v = info(json.loads([ln for ln in v.stdout.splitlines() if ln.startswith("{")][-1])).get("fingerprint")
-    e = tool(ws, "run_experiment.py", "--desc", "fingerprint", "--candidate", str(cheater("fingerprints_tool")),
+    e = tool(ws, "harness.cli.run_experiment", "--desc", "fingerprint", "--candidate", str(cheater("fingerprints_tool")),
              "--device", "cpu", "--no-profile", env=env)
     mine = [row for row in rows(ws) if row["desc"] == "fingerprint"]
     assert mine, e.stderr[-1500:]

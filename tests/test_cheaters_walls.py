@@ -42,7 +42,7 @@ from harness.measure import process
 from harness.measure.session import Session
 from test_cheaters_isolation import bundle, cheater, info
 
-import _keys  # noqa: E402  (the keyring calls, from the host's side)
+import _keys  # (the keyring calls, from the host's side)
 
 PROBE = Path(__file__).resolve().parent / "_syscall_probe.py"
 EPERM = 1

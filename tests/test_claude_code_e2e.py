@@ -41,13 +41,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import agent_policy  # noqa: E402
-from model_server import ModelServer, last_user_text, tool_results  # noqa: E402
-from scratch_repo import TARGET, install_entry_points, make_scratch_repo, run, write_settings  # noqa: E402
+from harness.paths import agent_policy
+from model_server import ModelServer, last_user_text, tool_results
+from scratch_repo import TARGET, install_entry_points, make_scratch_repo, run, write_settings
 
 protected_paths = agent_policy().protected_paths
-from door_attack import UTF7_RULE  # noqa: E402
-from session import PINNED, cli_version, find_cli, run_claude  # noqa: E402
+from door_attack import UTF7_RULE
+from session import PINNED, cli_version, find_cli, run_claude
 
 CLI = find_cli()
 pytestmark = [

@@ -179,8 +179,9 @@ def test_no_limit_where_this_process_makes_the_references(at_toy: Path, monkeypa
     the worker's N GB (or run this process out of memory and blame the candidate)."""
     from harness import _common
     from harness.measure.session import Session
+    from harness.target import assets
 
-    monkeypatch.setattr(_common, "reference_follows_output", lambda adapter: True)
+    monkeypatch.setattr(assets, "reference_follows_output", lambda adapter: True)
     with pytest.raises(_common.SetupError, match="references made beforehand"):
         Session(None, "tiny", "cpu", memory_gb=4.0)
 

@@ -69,7 +69,7 @@ def test_messages_name_a_command_that_remakes(toy: Path, tmp_path: Path) -> None
     with use(ws), pytest.raises(C.SetupError) as e:
         goals = C.load_goals()
         assets.load_input_asset(goals, C.load_adapter(goals), "tiny")
-    assert "python harness/cli/prepare.py" in str(e.value) and "--force" not in str(e.value)
+    assert "auto-optim prepare" in str(e.value) and "--force" not in str(e.value)
 
 
 def test_toy_target_input_is_seeded_without_a_clip(toy: Path, tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_damaged_weights_cache_names_the_file_and_the_fix(tmp_path: Path, monkey
     monkeypatch.setattr(torch, "save", read_only)
     with pytest.raises(RuntimeError) as e:
         model._synthetic(None)
-    assert str(cache) in str(e.value) and "python harness/cli/prepare.py" in str(e.value)
+    assert str(cache) in str(e.value) and "auto-optim prepare" in str(e.value)
     assert len(f"RuntimeError: {e.value}") < 300  # the line the harness shows of a worker that died
 
     monkeypatch.setattr(torch, "save", real_save)  # where it may write (prepare.py): remade, and said so
@@ -139,7 +139,7 @@ def test_adapter_contract_checked_at_load(tmp_path: Path) -> None:
 
 
 def test_a_full_disk_is_said_as_such(toy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 43: a full disk while prepare wrote the weights cache read "run python harness/cli/prepare.py,
+    """Issue 43: a full disk while prepare wrote the weights cache read "run python harness/prepare.py,
     which remakes it" (torch.save says only "unexpected pos"). A disk or permission error is now one
     line that says so, exit 2, from prepare and from run_experiment."""
     import errno

@@ -89,7 +89,7 @@ def test_cli_missing_assets_exit_2(tmp_path: Path) -> None:
     (tmp_path / "model").symlink_to(VAE / "model", target_is_directory=True)
     r = run_verify(tmp_path)
     assert r.returncode == 2
-    assert len(r.stderr.strip().splitlines()) == 1 and "harness/cli/prepare.py" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "auto-optim prepare" in r.stderr
 
 
 def test_damaged_assets_say_how_to_remake_them(toy: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -98,7 +98,7 @@ def test_damaged_assets_say_how_to_remake_them(toy: Path, tmp_path: Path, capsys
     (ws / "assets" / "input_tiny.pt").write_bytes(b"garbage, not a torch file")
     r = verify_here(ws, capsys)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "damaged" in r.stderr and "harness/cli/prepare.py" in r.stderr and "weights_only" not in r.stderr
+    assert "damaged" in r.stderr and "auto-optim prepare" in r.stderr and "weights_only" not in r.stderr
 
 
 def test_stale_reference_is_setup_error(toy: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -108,7 +108,7 @@ def test_stale_reference_is_setup_error(toy: Path, tmp_path: Path, capsys: pytes
     ref["meta"]["model_sha256"] = "0" * 64
     torch.save(ref, ws / "assets" / "reference_tiny.pt")
     r = verify_here(ws, capsys)
-    assert r.returncode == 2 and "harness/cli/prepare.py" in r.stderr, r.stderr  # which remakes a stale one
+    assert r.returncode == 2 and "auto-optim prepare" in r.stderr, r.stderr  # which remakes a stale one
 
 
 def test_worst_frame_picks_the_furthest_frame() -> None:

@@ -1,7 +1,7 @@
 """Time the candidate: warm-up apart, N timed calls, median and spread; every call checked.
 
 Usage:
-    python harness/cli/bench.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--runs N]
+    auto-optim bench [--preset P] [--candidate FILE] [--device cpu|cuda] [--runs N]
                             [--baseline] [--unsandboxed]
 
 The calls run in a sandboxed worker exactly as verify's do (harness/measure/session.py); the clock is
@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import paths, _common  # noqa: E402
-from harness import floor  # noqa: E402
-from harness.measure.session import Session  # noqa: E402
+from harness import paths, _common
+from harness import floor
+from harness.measure.session import Session
 
 BASELINES = Path(__file__).resolve().parents[1] / "baselines"
 

@@ -39,12 +39,12 @@ import time
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-from harness import paths  # noqa: E402
+from harness import paths
 from harness.cli import request as schema
-from harness.goals import GOALS_ENV  # noqa: E402
-from harness import git_plumbing, nofollow  # noqa: E402
-from harness.paths import agent_policy  # noqa: E402
-from harness.sandbox.interpreter import untrusted_python  # noqa: E402
+from harness.goals import GOALS_ENV
+from harness import git_plumbing, nofollow
+from harness.paths import agent_policy
+from harness.sandbox.interpreter import untrusted_python
 
 NAME = "auto-optim-agent"
 REQUEST = "request.json"

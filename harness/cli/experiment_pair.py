@@ -154,7 +154,7 @@ def pairs(goals: dict[str, Any], preset: str, s: Any) -> int:
     need = s.warmup + want - 1 + 2
     if len(s.pool) < need:
         raise Refused(f"preset {preset} asks for {want} timed pairs after {s.warmup} warm-up call(s): its pool holds "
-                      f"{len(s.pool)} inputs, they need {need}; remake it (python harness/target/make_reference.py --only pool "
+                      f"{len(s.pool)} inputs, they need {need}; remake it (python -P -m harness.target.make_reference --only pool "
                       f"--force) with goals.json pool.size >= {need}")
     return want
 def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:

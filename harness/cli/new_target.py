@@ -1,7 +1,7 @@
 """Scaffold a new target: the few files that retarget the harness, as a working starting point.
 
 Usage:
-    python harness/cli/new_target.py NAME [--dir DIR]        # from the repository root; DIR: targets/NAME
+    python -P -m harness.cli.new_target NAME [--dir DIR]        # from the repository root; DIR: targets/NAME
 
 Writes DIR/ (refused if it exists), every file the harness and the hooks expect a target to hold:
     goals.json          the target: adapter, presets, metric, gate, pool, noise threshold, stop rule
@@ -39,7 +39,7 @@ import re
 import sys
 from pathlib import Path
 
-from harness import _common, records  # noqa: E402
+from harness import _common, records
 
 GOALS = {
     "target": "{name}",
@@ -155,7 +155,7 @@ def build_decoder(model, example_input):
 
 README = '''# Target {name}
 
-Made by `python harness/cli/new_target.py {name}`: a working stand-in to replace.
+Made by `python -P -m harness.cli.new_target {name}`: a working stand-in to replace.
 
 1. **The model and its adapter**: `{package}/target.py`. Replace `Model` and `load_model` with your
    frozen model, `make_input` with your input (token ids, a latent, ...), `compare` with your

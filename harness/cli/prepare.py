@@ -5,7 +5,7 @@ the probe of its peak rates that the floor is measured against (harness/floor.py
 of several ranks, whose rows have no floor).
 
 Usage:
-    python harness/cli/prepare.py [--preset P] [--device cpu|cuda] [--seeded] [--force]
+    auto-optim prepare [--preset P] [--device cpu|cuda] [--seeded] [--force]
 
 Picks the preset as every tool does (full on CUDA, tiny on CPU). Every asset is checked as the
 harness reads it (readable, the right shape and dtype, made from this input, these weights and
@@ -13,7 +13,7 @@ this model code); a sound one is kept, any other is made again, and a note on st
 --force remakes them all. The input comes from the target's own source (make_latent: a real clip
 for the VAE when the network allows, else the seeded latent; the seeded input for any other
 target); --seeded skips the clip. The quickstart:
-    python harness/cli/prepare.py && python harness/cli/run_experiment.py --desc "first run on this machine"
+    auto-optim prepare && auto-optim run --desc "first run on this machine"
 Exit 0 ready, 2 could not make an asset (one line on stderr), 130 interrupted.
 """
 
@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
-from harness import paths, _common  # noqa: E402
+from harness import paths, _common
 from harness.target import assets
-from harness.cli.phases import phase  # noqa: E402
+from harness.cli.phases import phase
 
 ASSETS = ("input", "reference", "pool")
 # A disk or its permissions, not an asset: said as such (a full disk once read "run prepare.py").

@@ -1,10 +1,10 @@
 """Run one experiment: measure (the candidate beside its keeper) -> decide -> record (-> commit + profile).
 
 Usage:
-    python harness/cli/run_experiment.py --desc "bf16 weights" [--preset P] [--candidate FILE]
+    auto-optim run --desc "bf16 weights" [--preset P] [--candidate FILE]
                                      [--device cpu|cuda] [--timeout S] [--no-profile] [--unsandboxed]
-    python harness/cli/run_experiment.py --desc "..." --measure-only --record-out rec.json
-    python harness/cli/run_experiment.py --apply rec.json
+    auto-optim measure --desc "..." --record-out rec.json
+    auto-optim apply rec.json
     add --rebaseline (a person, on purpose) to start a new comparison: a new baseline row first
 
 The baseline. The first run on a machine (no baseline row yet for this preset and GPU model), or
@@ -63,16 +63,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import paths, _common  # noqa: E402
-from harness import keep_rule  # noqa: E402
-from harness import records  # noqa: E402
-from harness.sandbox import snapshot  # noqa: E402
+from harness import paths, _common
+from harness import keep_rule
+from harness import records
+from harness.sandbox import snapshot
 from harness.cli import experiment_pair, keepers
-from harness.measure.locks import acquire_lock, device_lock  # noqa: E402
-from harness.ledger import apply, check_committed, check_frozen, git_repo, summary  # noqa: E402
-from harness.cli.prepare import DISK_ERRORS, disk_error  # noqa: E402
-from harness.record_file import check_record_out, read_record_file, write_record_file  # noqa: E402
-from harness.records import Refused  # noqa: E402
+from harness.measure.locks import acquire_lock, device_lock
+from harness.ledger import apply, check_committed, check_frozen, git_repo, summary
+from harness.cli.prepare import DISK_ERRORS, disk_error
+from harness.record_file import check_record_out, read_record_file, write_record_file
+from harness.records import Refused
 
 
 
@@ -121,7 +121,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
         if keeper is None:
             raise Refused(f"the current keeper {current['exp']}'s source is in neither records/{current['exp']}.json nor "
                           f"its commit {current['commit']}, so the candidate cannot be timed beside it; restore records/ "
-                          f"(python harness/records.py restore), or (a person) start a new comparison with --rebaseline")
+                          f"(auto-optim records restore), or (a person) start a new comparison with --rebaseline")
     t0 = time.perf_counter()
     try:
         recs = experiment_pair.measure_files(a, goals, preset, device, fh, keeper, cand, first, (best, current))
@@ -213,7 +213,7 @@ def run(a: argparse.Namespace) -> int:
                 write_record_file(a.record_out, recs)
                 _common.emit([f"record written to {a.record_out}: " + ", ".join(f"{r['desc']!r} {r['outcome']}"
                         + (f" (would be {r['would_be']})" if "would_be" in r else "") for r in recs),
-                        f"apply it in the git checkout: python harness/cli/run_experiment.py --apply {a.record_out.name}"],
+                        f"apply it in the git checkout: auto-optim apply {a.record_out.name}"],
                        {"record": str(a.record_out), "outcomes": [r["outcome"] for r in recs]})
                 return 0
         results, code = [], 0
@@ -229,7 +229,7 @@ def run(a: argparse.Namespace) -> int:
     except OSError as e:  # the disk or its permissions (records, results.tsv, a keeper's copy): not the candidate's
         if e.errno not in DISK_ERRORS:
             raise
-        why = (f"{disk_error(e)}; the rows recorded before it stay (python harness/records.py restore puts back "
+        why = (f"{disk_error(e)}; the rows recorded before it stay (auto-optim records restore puts back "
                f"what a half-written experiment left out of results.tsv or records/)")
         print(f"run_experiment: {why}", file=sys.stderr)
         _common.emit([f"REFUSED: {why}"], {"status": "refused", "reason": why})

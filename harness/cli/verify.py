@@ -1,7 +1,7 @@
 """The gate: does a candidate reproduce the frozen reference, honestly?
 
 Usage:
-    python harness/cli/verify.py [--preset P] [--candidate FILE] [--device cpu|cuda] [--unsandboxed]
+    auto-optim verify [--preset P] [--candidate FILE] [--device cpu|cuda] [--unsandboxed]
                              [--frames-out F.pt] [--memory-gb N]
 
 Exit 0 pass, 1 fail (the reason on one line), 2 broken setup (missing or stale assets, bad goals,
@@ -30,11 +30,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch  # noqa: E402
+import torch
 
-from harness import paths, _common  # noqa: E402
-from harness.measure.memory_limit import gb_argument  # noqa: E402
-from harness.measure.session import Session  # noqa: E402
+from harness import paths, _common
+from harness.measure.memory_limit import gb_argument
+from harness.measure.session import Session
 
 # The benchmark input and two fresh inputs (one with a strict-fp32 reference). bench and
 # run_experiment check every one of their calls the same way; verify only needs fewer.

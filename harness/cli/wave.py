@@ -1,10 +1,10 @@
 """A wave: measure several candidate files at once, one per GPU, then judge and record every one.
 
 Usage:
-    python harness/cli/wave.py candidates/a.py candidates/b.py ... [--desc TEXT] [--gpus 0,1,2,3]
+    auto-optim wave candidates/a.py candidates/b.py ... [--desc TEXT] [--gpus 0,1,2,3]
                            [--preset P] [--device cpu|cuda] [--timeout S] [--member-wall S]
                            [--no-profile] [--unsandboxed]
-    python harness/cli/wave.py optimize.py --repeat 4      # the same file on every GPU: how fair are they?
+    auto-optim wave optimize.py --repeat 4      # the same file on every GPU: how fair are they?
 
 Measuring. Member k runs `run_experiment.py --measure-only --record-out` (the one measuring path)
 in its own process with CUDA_VISIBLE_DEVICES set to GPU --gpus[k % len]; default: every visible GPU
@@ -49,14 +49,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import paths, _common  # noqa: E402
-from harness import records  # noqa: E402
-from harness import keep_rule  # noqa: E402
+from harness import paths, _common
+from harness import records
+from harness import keep_rule
 from harness import start
 from harness.measure import locks
 from harness.cli import run_experiment
-from harness.measure import process  # noqa: E402
-from harness.sandbox import snapshot  # noqa: E402
+from harness.measure import process
+from harness.sandbox import snapshot
 
 HARNESS = Path(__file__).resolve().parents[1]
 MEMBER_WALL_S = 3 * 3600.0  # a member's measuring process, build and profile included

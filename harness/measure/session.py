@@ -167,7 +167,7 @@ class Session(Measuring, SessionWorker):
         left = [i for i in range(len(self.pool)) if i not in self.used]
         if len(left) < n:
             raise _common.SetupError(f"the pool for preset {self.preset} has {len(self.pool)} inputs, this run needs "
-                               f"{len(self.used) + n}; remake it: python harness/target/make_reference.py --only pool --force")
+                               f"{len(self.used) + n}; remake it: python -P -m harness.target.make_reference --only pool --force")
         strict = [i for i in left if self.pool[i]["strict"]][:1]
         picks = strict + _rng.sample([i for i in left if i not in strict], n - len(strict))
         self.used.update(picks)

@@ -69,7 +69,7 @@ def candidate_path(goals: Any, scratch: str) -> str:
 def project_names(goals: Any, source: bytes) -> set[str]:
     """frozen_names, and the root's modules and packages the candidate's source imports (a
     candidate's helpers kept at the root, tracked by git: the hook refuses untracked ones), with
-    what they import: the names ProjectFinder gives a worker of this candidate."""
+    what they import: the names the worker's FROM_ROOT (harness/worker/imports.py) gives a worker of this candidate."""
     return frozen_names(goals, seed=_imported_tops(source))
 
 
@@ -78,7 +78,7 @@ def frozen_names(goals: Any, root: Path | None = None, seed: set[str] = frozense
     adapter's package, the top folder or module of each goals.json "frozen" file, and every
     package or module at the root that those import, followed from import to import (read from
     their source: `import x`, `from x import y`, at any depth of a function). harness/worker/main.py
-    ProjectFinder imports no other top-level name from the root, and the view shows no other: a
+    FROM_ROOT imports no other top-level name from the root, and the view shows no other: a
     module the agent writes there under a name that something tries and does not find elsewhere
     (torch tries opt_einsum, dill, pynvml, ...) is never imported."""
     root = root or _common.root()

@@ -1,7 +1,7 @@
 """The target adapter's contract: the one definition of what a target gives the harness.
 
 goals.json "adapter" names a module (model/target.py for the VAE, targets/llm-decode/llm/target.py,
-the scaffold `python harness/cli/new_target.py NAME` writes); harness/_common.load_adapter checks it
+the scaffold `python -P -m harness.cli.new_target NAME` writes); harness/_common.load_adapter checks it
 against Adapter when it loads it and names every missing function at once. The harness knows
 nothing else about the target. OptionalAdapter's functions turn features on where present.
 """

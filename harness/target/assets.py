@@ -49,7 +49,7 @@ def save_tensor_atomic(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-REMAKE = "run python harness/cli/prepare.py (it remakes what is missing, damaged or stale)"
+REMAKE = "run auto-optim prepare (it remakes what is missing, damaged or stale)"
 
 
 def load_asset(path: Path, what: str, mmap: bool = False) -> dict[str, Any]:

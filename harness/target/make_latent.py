@@ -1,10 +1,10 @@
 """Make the fixed input for a preset: seeded through the target's adapter, or encoded from a clip.
 
 Usage:
-    python harness/target/make_latent.py [--preset P] [--device D] [--force]     # the target's own source
-    python harness/target/make_latent.py --seeded                 # seeded input (a secret seed)
-    python harness/target/make_latent.py --clip video.mp4 [--start S]   # any video file
-    python harness/target/make_latent.py --synthetic-clip         # render a procedural clip offline, encode it
+    python -P -m harness.target.make_latent [--preset P] [--device D] [--force]     # the target's own source
+    python -P -m harness.target.make_latent --seeded                 # seeded input (a secret seed)
+    python -P -m harness.target.make_latent --clip video.mp4 [--start S]   # any video file
+    python -P -m harness.target.make_latent --synthetic-clip         # render a procedural clip offline, encode it
 
 The seeded input is the adapter's make_input with a secret seed: every target has one. A clip is
 for a target whose adapter has input_from_clip (harness/target/adapter.py; the VAE's reads frames with
@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-import torch  # noqa: E402
+import torch
 
-from harness import _common  # noqa: E402
+from harness import _common
 from harness.target import assets
 
 

@@ -2,7 +2,7 @@
 of fresh inputs with theirs.
 
 Usage:
-    python harness/target/make_reference.py [--preset P] [--device cpu|cuda] [--force] [--only reference|pool]
+    python -P -m harness.target.make_reference [--preset P] [--device cpu|cuda] [--force] [--only reference|pool]
 
 Reads assets/input_<preset>.pt (make it with harness/target/make_latent.py) and writes
 assets/reference_<preset>.pt = {"output": tensor, "meta": {precision, input_sha256, weights_id,
@@ -32,15 +32,14 @@ import os
 import shutil
 import sys
 import time
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import torch  # noqa: E402
+import torch
 
-from harness import _common  # noqa: E402
+from harness import _common
 from harness.target import assets
-from harness.target.assets import strict_fp32  # noqa: E402
+from harness.target.assets import strict_fp32
 
 
 def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor, device: str,

@@ -1,37 +1,30 @@
-"""What the worker can import: the frozen code's top-level names from the project root (ProjectFinder), never the root itself; the candidate's folders and PYTHONPATH's first (import_first)."""
+"""What the worker can import: the frozen code's top-level names from the project root (FROM_ROOT), never the root itself; the candidate's folders and PYTHONPATH's first (import_first)."""
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from harness.target.finder import TargetFinder
 
-class ProjectFinder(importlib.abc.MetaPathFinder):
-    """Top-level imports of the frozen code's names only (`names`) from the project root, after
-    every installed module (it is last on sys.meta_path): the root itself is never on sys.path."""
 
-    def __init__(self, root: Path, names: set[str]) -> None:
-        self.root, self.names = str(root), names
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None):
-        if path is not None or name not in self.names:
-            return None
-        return importlib.machinery.PathFinder.find_spec(name, [self.root])
+# Top-level imports of the frozen code's names only from the project root, after every installed
+# module (last on sys.meta_path): the root itself is never on sys.path.
+FROM_ROOT = TargetFinder()
 
 
 def load_adapter(common: Any, goals: Any, names: list[str]) -> Any:
-    """The target's adapter, imported through ProjectFinder (`names`: the frozen code's,
-    harness/measure/worker_process.py frozen_names), the project root never on sys.path."""
+    """The target's adapter, imported through FROM_ROOT (`names`: the frozen code's,
+    harness/sandbox/worker_policy.py project_names), the project root never on sys.path."""
     root = common.root().resolve()
-    if not any(isinstance(f, ProjectFinder) for f in sys.meta_path):
-        sys.meta_path.append(ProjectFinder(root, set(names)))
+    if FROM_ROOT not in sys.meta_path:
+        FROM_ROOT.names.update(dict.fromkeys(names, root))
+        sys.meta_path.append(FROM_ROOT)
     try:
-        importlib.import_module(goals["adapter"])  # through ProjectFinder, before load_adapter's own finder
+        importlib.import_module(goals["adapter"])  # through FROM_ROOT, before load_adapter's own finder
     except ModuleNotFoundError:
         pass  # load_adapter says which, in one line
     return common.load_adapter(goals)

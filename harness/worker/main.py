@@ -9,7 +9,7 @@ usercustomize.py) is imported before the walls are up. The harness package is im
 file's own folder by path (`_harness_from_its_folder`), the project root kept off sys.path; the
 environment's absolute PYTHONPATH folders outside the project come back after Landlock
 (harness/worker/imports.py). The project root never goes on sys.path: of its top-level modules
-and packages only the frozen code's are importable (imports.py `ProjectFinder`: the adapter's package,
+and packages only the frozen code's are importable (imports.py `FROM_ROOT`: the adapter's package,
 those of goals.json "frozen", the root modules the candidate's source imports, and what these
 import: harness/measure/worker_process.py project_names), so a module planted there under a name that torch or a library
 tries and does not find (opt_einsum, dill, pynvml, ...) is not imported, in a keeper's worker
@@ -63,7 +63,7 @@ from typing import Any
 def _harness_from_its_folder() -> None:
     """Import the harness package from its folder (this file's parent's), by path: the project
     root, which holds it and which the agent writes, is never on sys.path (-I leaves out the
-    script's folder and the working folder; ProjectFinder imports what the worker needs of it)."""
+    script's folder and the working folder; imports.py FROM_ROOT imports what the worker needs of it)."""
     here = Path(__file__).resolve().parents[1]  # harness/
     if "harness" not in sys.modules:
         spec = importlib.util.spec_from_file_location("harness", here / "__init__.py", submodule_search_locations=[str(here)])

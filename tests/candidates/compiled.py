@@ -2,7 +2,7 @@
 build. In the sandboxed worker its caches are in the worker's own /tmp, where the file locks
 that inductor and Triton take succeed without doing anything (harness/sandbox/seccomp.py): their writers
 publish by atomic rename, so compiling still works. tests/test_cheaters_fresh.py runs it on a GPU;
-on a CPU: python harness/cli/verify.py --candidate tests/candidates/compiled.py --device cpu."""
+on a CPU: auto-optim verify --candidate tests/candidates/compiled.py --device cpu."""
 
 import torch
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from harness import _common  # noqa: E402
+from harness import _common
 
 AMPLIFY = 20.0
 
