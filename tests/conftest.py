@@ -198,6 +198,18 @@ def use(ws: Path) -> Iterator[Path]:
 _PEAKS: dict[str, dict[str, bytes]] = {}
 
 
+# What python_c's child runs first: the harness package from the folder its first argument names, by location.
+_PACKAGE_FROM = ("import importlib.util as _u, sys as _s; _f = _s.argv.pop(1); _p = _u.spec_from_file_location("
+                 "'harness', _f + '/__init__.py', submodule_search_locations=[_f]); _s.modules['harness'] = "
+                 "_u.module_from_spec(_p); _p.loader.exec_module(_s.modules['harness'])\n")
+
+
+def python_c(code: str, ws: Path | None = None) -> list[str]:
+    """`python -c CODE` (its arguments to follow) with the harness package from ws/harness, else this
+    checkout's, by location: -P keeps the working folder (a project root) off sys.path."""
+    return [sys.executable, "-P", "-c", _PACKAGE_FROM + code, str((ws or REPO) / "harness")]
+
+
 def tool(module: str, ws: Path | None = None) -> list[str]:
     """The command line that starts a harness tool (harness.cli.verify, ...) in a child process, its
     arguments to follow: the package in ws/harness (a workspace's copy or link), else this checkout's,
@@ -312,8 +324,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # would draw the 2.8 GB of seeded weights again: ~15 CPU s and 2.8 GB per worker.)
     from model.weights import synthetic_cache
 
-    cache = synthetic_cache()
-    if cache.is_file():
+    cache = synthetic_cache()  # ws's own where this process imported model/ from ws first (test_verify.py alone)
+    if cache.is_file() and not (ws / "assets" / cache.name).exists():
         try:
             os.link(cache, ws / "assets" / cache.name)
         except OSError:

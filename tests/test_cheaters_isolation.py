@@ -19,7 +19,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -29,7 +28,7 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from conftest import made_once, make_toy, tool as harness_tool, use  # its own tool() below runs one
+from conftest import made_once, make_toy, python_c, tool as harness_tool, use  # its own tool() below runs one
 from harness.measure.session import Session
 from test_run_experiment import run_here
 
@@ -186,7 +185,7 @@ print(json.dumps(f, default=str))
 def child_session(candidate: str | Path, timeout: float, **kw: Any) -> tuple[subprocess.CompletedProcess, dict | None]:
     """A Session's measure() in a child process (the same code as measure(), in a process the
     cheater may harm): its completed process and its facts (None when it printed none)."""
-    r = run_bounded([sys.executable, "-c", CHILD, str(_path(candidate)), json.dumps(kw)], timeout, cwd=REPO)
+    r = run_bounded([*python_c(CHILD), str(_path(candidate)), json.dumps(kw)], timeout, cwd=REPO)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     return r, (json.loads(lines[-1]) if lines else None)
 

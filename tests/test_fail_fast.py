@@ -46,7 +46,7 @@ def slow_toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The toy with a slow model load and a baseline row for this machine (written here, not
     measured), so that a run times the candidate beside the fp32 eager baseline."""
     from harness import _common as C
-    from harness.cli.run_experiment import BASELINE
+    from harness.cli.keepers import BASELINE
 
     ws = tmp_path / "toy"
     shutil.copytree(TOY, ws, ignore=shutil.ignore_patterns("__pycache__", "assets", "toymodel"))

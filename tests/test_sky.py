@@ -62,7 +62,7 @@ def test_launch_runs_the_task_and_brings_the_record_back(tmp_path: Path) -> None
     assert "--env CANDIDATE=candidates/Fast_bf16.py --env DESC=bf16 weights" in calls[0]
     rec = f"runs/sky/{cluster}.json"
     assert calls[1] == f"rsync -az {cluster}:sky_workdir/{rec} {rec}" and (repo / rec).is_file()
-    assert calls[2] == f"sky down -y {cluster}" and f"--apply {rec}" in p.stdout
+    assert calls[2] == f"sky down -y {cluster}" and f"auto-optim apply {rec}" in p.stdout
     p = subprocess.run(["bash", "scripts/sky/launch.sh", "candidates/missing.py", "x"], cwd=repo, env=env,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "no candidate file" in p.stderr

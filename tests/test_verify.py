@@ -9,13 +9,12 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import tool, use
+from conftest import python_c, tool, use
 from harness import _common as C
 from harness.cli import verify
 
@@ -59,7 +58,7 @@ def test_calibration(workspace: Path) -> None:
     fails at its first call either way. In one harness process run from the workspace (its own
     copy of harness/), whose workers load the weights cache the workspace holds."""
     names = ("bf16_eager", "fp8_activations", "skip_block")
-    r = subprocess.run([sys.executable, "-c", CALIBRATION, *(str(CANDIDATES / f"{n}.py") for n in names)],
+    r = subprocess.run([*python_c(CALIBRATION, workspace), *(str(CANDIDATES / f"{n}.py") for n in names)],
                        cwd=workspace, env={**os.environ, C.GOALS_ENV: str(workspace / "goals.json")},
                        capture_output=True, text=True, timeout=600)
     got = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]

@@ -10,12 +10,11 @@ import fcntl
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import make_toy, tool, use
+from conftest import make_toy, python_c, tool, use
 from harness import records as R
 from harness.cli.wave import main as wave_main
 from test_run_experiment import candidate, git, rows
@@ -140,7 +139,7 @@ print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids])
 
 def test_concurrent_appends_stay_whole(tmp_path: Path) -> None:
     """Four processes appending at once under the records lock: every row lands, whole, once."""
-    p = subprocess.run([sys.executable, "-c", APPENDERS], cwd=Path(__file__).resolve().parent.parent,
+    p = subprocess.run(python_c(APPENDERS), cwd=Path(__file__).resolve().parent.parent,
                        env={**os.environ, "AUTO_OPTIM_GOALS": str(tmp_path / "goals.json")},
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "[0, 0, 0, 0]", p.stdout + p.stderr
@@ -152,14 +151,14 @@ def test_concurrent_appends_stay_whole(tmp_path: Path) -> None:
 def test_device_lock_is_per_gpu(tmp_path: Path, monkeypatch) -> None:
     """Whoever measures holds its GPU's lock (CUDA_VISIBLE_DEVICES's first entry): another
     measurement on that GPU would wait; one on the next GPU goes ahead."""
-    from harness.cli import run_experiment as X
+    from harness.measure import locks
 
     with use(tmp_path):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-        with X.device_lock():
+        with locks.device_lock():
             assert isinstance(R.lock_file(tmp_path / "runs" / "device_2.lock", wait=False), str)  # held
             free = R.lock_file(tmp_path / "runs" / "device_3.lock", wait=False)
             assert not isinstance(free, str)
             free.close()
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-        assert X.device_slot() == "0"
+        assert locks.device_slot() == "0"
