@@ -1,8 +1,8 @@
 """What the agent may do, in one place: the paths it may not write or read, the names it may not
 edit in any folder, the commands that may leave its sandbox, and .claude/settings.json made from them.
 
-`auto-optim settings` (harness/person.py) writes settings(root) to .claude/settings.json;
-harness/new_target.py does so after scaffolding a target, so a new target is covered with no hand
+`auto-optim settings` (harness/cli/person.py) writes settings(root) to .claude/settings.json;
+harness/cli/new_target.py does so after scaffolding a target, so a new target is covered with no hand
 edit; tests/test_policy.py checks that the committed file is exactly what this module makes.
 
 How Claude Code 2.1.330 applies the rules on Linux (measured: /work/notes/claude_facts.md, d): a
@@ -55,10 +55,10 @@ FOLDERS = {"harness", "agent", ".claude", ".git", ".venv", "venv", "scripts", "t
 TARGET_SECRETS = ("assets",)
 KEY_DIR = "~/.config/auto-optim"  # harness/ledger/signing.py's default key_dir()
 
-# Where the agent writes the variants of a wave (harness/wave.py): beside the candidate, writable.
+# Where the agent writes the variants of a wave (harness/cli/wave.py): beside the candidate, writable.
 CANDIDATES_DIR = "candidates"
 # What the agent edits: the candidate (goals.json "candidate", optimize.py), the variants, its journal
-# and its request to the door (harness/door.py).
+# and its request to the door (harness/cli/door.py).
 AGENT_FILES = ("optimize.py", "PROGRESS.md", f"{CANDIDATES_DIR}/**", "request.json")
 # The only commands that run outside the sandbox, compared as whole strings (agent/hooks/guard_frozen.py).
 UNSANDBOXED = ("auto-optim-agent", "nvidia-smi", "nvidia-smi -L")

@@ -22,9 +22,11 @@ from typing import Any
 
 import torch
 
-from harness import adapter as adapter_contract, goals as goals_module
+from harness.target import adapter as adapter_contract
+
+from harness import goals as goals_module
 from harness.goals import GOALS_ENV, Goals  # noqa: F401 - GOALS_ENV: the tests' and tools' name for it
-from harness.interpreter import untrusted_python  # noqa: F401 - named here too, where every tool finds it
+from harness.sandbox.interpreter import untrusted_python  # noqa: F401 - named here too, where every tool finds it
 
 REPO = Path(__file__).resolve().parent.parent
 _HERE = Path(__file__).resolve().parent
@@ -66,7 +68,7 @@ def root() -> Path:
 
 
 def load_adapter(goals: dict[str, Any]) -> ModuleType:
-    """The target's adapter module, checked against harness/adapter.py's Adapter: SetupError
+    """The target's adapter module, checked against harness/target/adapter.py's Adapter: SetupError
     naming every missing piece at once."""
     from harness import target  # the target's packages by name, nothing else of its folder
 
@@ -218,7 +220,7 @@ def load_candidate(path: Path, goals: dict[str, Any]):
     records, so a file edited while it is being measured cannot be recorded under the wrong code."""
     if not path.is_file():
         raise SetupError(f"candidate file not found: {path}")
-    from harness.loader import build_function, load_source
+    from harness.target.loader import build_function, load_source
 
     source = path.read_bytes()
     module = load_source(path, source, f"_candidate_{sha256_bytes(str(path).encode())[:8]}_{os.getpid()}")
@@ -254,9 +256,5 @@ def emit(human: list[str], facts: dict[str, Any]) -> None:
     print(json.dumps(facts, default=str))
     sys.stdout.flush()
 
-
-# The asset files' helpers live in harness/assets.py; named here too, where every tool finds them.
-from harness.assets import (  # noqa: E402,F401
-    assets_dir, input_path, reference_path, pool_dir, secret_paths, save_tensor_atomic, REMAKE, load_asset, model_code_sha256, load_input_asset, load_reference_asset, reference_follows_output, check_pool, load_pool)
 
 _refuse_untrusted_python()

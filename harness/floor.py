@@ -1,8 +1,8 @@
 """The floor and the stop rule: how far a candidate is from what its own work needs.
 
 Usage:
-    python harness/floor.py [--device cpu|cuda] [--force]    # probe this machine's peak rates
-    python harness/floor.py --verdict [--preset P]           # the stop rule on this machine's rows
+    auto-optim floor [--device cpu|cuda] [--force]    # probe this machine's peak rates
+    auto-optim floor --verdict [--preset P]           # the stop rule on this machine's rows
 
 The floor of one call is the work the candidate executes there at the best rate this machine
 reaches on that kind of work (goals.json "floor": {"work": "flops" | "bytes"}):
@@ -41,10 +41,10 @@ from typing import Any, Callable
 
 import torch
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))  # see harness/__init__.py
-from harness import paths, _common  # noqa: E402
-from harness.goals import as_goals  # noqa: E402
-from harness.locks import device_lock  # noqa: E402
+from harness import paths, _common
+from harness.target import assets
+from harness.goals import as_goals
+from harness.measure.locks import device_lock
 
 UNITS = {"flops": "TFLOP/s", "bytes": "TB/s"}  # the probes' rates, printed in these (x 1e12)
 SEEN = 0.5  # an executed count under half the nominal FLOPs missed kernels torch cannot see
@@ -55,7 +55,7 @@ TRIAL_S = 0.05  # repeat a probe until one trial takes at least this long
 # --------------------------------------------------------------------------- the probe
 def peak_path(machine: str) -> Path:
     """Where the probe of a machine (_common.env_info's "gpu": the GPU's name, or the CPU's) is kept."""
-    return _common.assets_dir() / f"peak-{_common.slug(machine)}.json"
+    return assets.assets_dir() / f"peak-{_common.slug(machine)}.json"
 
 
 def _rate(fn: Callable[[], Any], work: float, device: str) -> tuple[float, float]:
@@ -168,12 +168,12 @@ def annotate(facts: dict[str, Any], goals: dict[str, Any], adapter: Any, shape: 
         return
     if not work or not rate:
         facts.update(floor_s=None, floor_note="no floor: " + ("this machine's peak was never probed "
-                     "(python harness/floor.py)" if not rate else f"the target gives no {kind} count"))
+                     "(auto-optim floor)" if not rate else f"the target gives no {kind} count"))
         return
     floor_s = work / rate["rate"]
     if med and med < floor_s:  # faster than the probe's best rate allows: the probe missed the peak
         facts.update(floor_s=None, floor_note=f"no floor: the median is below the {floor_s:.4g} s that {source} at the "
-                     f"probed rate would take, so the probe did not find this machine's peak (python harness/floor.py --force)")
+                     f"probed rate would take, so the probe did not find this machine's peak (auto-optim floor --force)")
         return
     facts["floor_s"] = floor_s
     facts["floor_note"] = (f"{source} {work:.4g} at this machine's best measured rate "
@@ -188,7 +188,7 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
     """(stop?, the reasons it may not stop yet); every unmet or unknown condition is a reason.
 
     What it rests on. The harness's own figures: `busy` (NVML sampled during the timed calls,
-    harness/busy.py: no process can write it, though any can keep the device busy), the plateau
+    harness/measure/busy.py: no process can write it, though any can keep the device busy), the plateau
     (`attempts`, from the rows) and the median. The candidate's claims (its worker measured them
     and could forge them, facts["claims"]): `outside` and the FLOP count under the floor (never
     taken above the model's nominal count, annotate). No STOP without the harness's busy figure
@@ -206,12 +206,12 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
         why.append(f"the device is busy {busy:.1%} of the timed calls (sampled by the harness); "
                    f"the rule wants {rule['gpu_busy_min']:.0%}")
     if outside is None:
-        why.append("the best row has no recorded profile (python harness/profile.py)")
+        why.append("the best row has no recorded profile (auto-optim profile)")
     elif outside > rule["max_outside"]:
         why.append(f"{outside:.1%} of kernel time is outside {largest} (the candidate's profile claims it); "
                    f"the rule allows {rule['max_outside']:.0%}")
     if floor_s is None or not median_s:
-        why.append("no floor on this machine (python harness/floor.py probes it)")
+        why.append("no floor on this machine (auto-optim floor probes it)")
     elif median_s > (1 + rule["within_floor"]) * floor_s:
         why.append(f"the median {median_s:.4g} s is {median_s / floor_s:.2f}x the floor {floor_s:.4g} s; "
                    f"the rule wants at most {1 + rule['within_floor']:.2f}x")

@@ -35,7 +35,7 @@ class Preset:
     warmup_runs: int
     work_per_call: float
     ranks: int                      # processes of one worker group (one a GPU); above 1: a split run
-    memory_gb: float | None         # GPU memory a candidate must fit in, each GPU (harness/memory_limit.py)
+    memory_gb: float | None         # GPU memory a candidate must fit in, each GPU (harness/measure/memory_limit.py)
     raw: Mapping[str, Any] = field(repr=False)
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -62,7 +62,7 @@ class Goals:
     worker_env: tuple[str, ...]
     frozen: tuple[str, ...]         # files outside the adapter's package that it runs (from the goals file's folder)
     raw: Mapping[str, Any] = field(repr=False)
-    worker_memory_gb: float | None = None  # host memory each worker's cgroup may hold (harness/cgroup.py); None: its default
+    worker_memory_gb: float | None = None  # host memory each worker's cgroup may hold (harness/sandbox/cgroup.py); None: its default
 
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]
@@ -117,10 +117,14 @@ def parse(data: Any, where: Path, complete: bool = False) -> Goals:
 
 # --- the check: one line naming the key, its rule and the value found ----------------------------
 
-def min_timed_runs() -> int:
-    """The fewest timed runs a preset may ask for: the keep rule's pairs (harness/keep_rule.py)."""
-    from harness.keep_rule import MIN_PAIRS  # here, not at the top: keep_rule reads this module
+# The keep rule's fewest pairs (harness/keep_rule.py): the fewest whose widest interval reaches its
+# CONFIDENCE (1 - 2/2^6 = 96.9%). Here, the bound a preset's timed_runs is checked against, since the
+# keep rule reads this module (no import circle).
+MIN_PAIRS = 6
 
+
+def min_timed_runs() -> int:
+    """The fewest timed runs a preset may ask for: the keep rule's pairs (MIN_PAIRS)."""
     return MIN_PAIRS
 
 
@@ -202,7 +206,7 @@ TOP: dict[str, tuple[Any, str]] = {
     "floor": (lambda x: isinstance(x, dict), "an object (work: 'flops' or 'bytes')"),
     "worker_env": (_texts, "a list of environment variable names"),
     "worker_memory_gb": (_positive, "a positive number of GB"),
-    "worker_tasks": (_at_least(64, whole=True), "a whole number >= 64 (processes and threads of a worker, harness/cgroup.py)"),
+    "worker_tasks": (_at_least(64, whole=True), "a whole number >= 64 (processes and threads of a worker, harness/sandbox/cgroup.py)"),
 }
 PARTS: dict[str, dict[str, tuple[Any, str]]] = {
     "metric": {"name": (_name, "a name (median_s, tokens_per_s, ...)"), "unit": (_text, "a string"),
@@ -291,7 +295,7 @@ def _frozen(data: Mapping[str, Any], shown: str) -> None:
 
 def _worker_memory_gb(data: Mapping[str, Any], where: Path) -> float | None:
     """"worker_memory_gb": the host memory (GB, 10^9 bytes) a worker and everything it starts may
-    hold together, its memfds and /tmp included (harness/cgroup.py; absent: 40% of this machine's)."""
+    hold together, its memfds and /tmp included (harness/sandbox/cgroup.py; absent: 40% of this machine's)."""
     gb = data.get("worker_memory_gb")
     if gb is None:
         return None

@@ -2,11 +2,11 @@
 
 Both halves of run_experiment call `judge`: the measuring side for what a record "would be", the
 applying side (against results.tsv, under the records lock) for the row itself. A wave orders its
-members by the same rule (harness/wave.py).
+members by the same rule (harness/cli/wave.py).
 
 The measure. The current keeper (the code the candidate would replace; on a machine's first run,
 the fp32 eager baseline) is measured again in the same experiment, in a worker of its own, its
-timed calls alternating with the candidate's (harness/alternate.py). Each pair of calls gives one
+timed calls alternating with the candidate's (harness/measure/alternate.py). Each pair of calls gives one
 speed ratio, the keeper's seconds over the candidate's; the gain is the median of those ratios
 minus one. Its interval comes from the sign test's order statistics: distribution-free, exact, no
 random numbers, so both halves get the same answer. With 6 pairs, "97% CI" is the span from the
@@ -45,7 +45,7 @@ calls (slowest over fastest, minus one), the spread a run prints):
   new keeper.
   A candidate that is the keeper's own source is a rerun, reported against its row. Where the preset
   has a memory clause (goals.json "memory_gb") and the run was on a GPU, a candidate is kept only if
-  it passed that clause in a fresh worker of its own (harness/memory_limit.py: facts["memory_check"]).
+  it passed that clause in a fresh worker of its own (harness/measure/memory_limit.py: facts["memory_check"]).
 """
 
 from __future__ import annotations
@@ -56,12 +56,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.goals import as_goals
+from harness.goals import MIN_PAIRS, as_goals  # noqa: F401 - MIN_PAIRS: the rule's, kept with the bound it sets
 from harness._common import SetupError
 from harness.ledger.rows import Row
 
 CONFIDENCE = 0.95     # the interval printed and used, where the pairs allow it (below: the most they allow)
-MIN_PAIRS = 6         # the fewest pairs whose widest interval reaches CONFIDENCE (1 - 2/2^6 = 96.9%)
 KEEPER_SLOWDOWN = 0.10  # a keeper slower than its own row by more than this: the run is inconclusive
 QUIETER = "run again on a quieter machine"
 
@@ -234,7 +233,7 @@ def judge(facts: dict[str, Any], metric: float, noise: float, better: str, keepe
 
 
 def _memory_missed(fit: dict[str, Any] | None, memory_gb: float | None) -> str:
-    """Why a candidate fails the preset's memory clause (harness/memory_limit.py), "" if it passed
+    """Why a candidate fails the preset's memory clause (harness/measure/memory_limit.py), "" if it passed
     or the preset has none."""
     if memory_gb is None:
         return ""
@@ -307,7 +306,7 @@ def judge_record(rec: dict[str, Any], goals: dict[str, Any], best: dict[str, Any
 
 def would_be(rec: dict[str, Any], goals: dict[str, Any], best: dict[str, Any] | None,
              current: dict[str, Any] | None) -> tuple[int, float, float]:
-    """A measured record's place in a wave's judging order (harness/wave.py), by this rule: the
+    """A measured record's place in a wave's judging order (harness/cli/wave.py), by this rule: the
     would-be keeps first, the surest gain (its interval's lower end) first among them; then the
     rest. Lower sorts first."""
     v = judge_record(rec, goals, best, current)

@@ -15,14 +15,15 @@ import math
 import re
 from typing import Any
 
-from harness.profile import CATEGORIES
+# The profile's categories of kernel time (harness/measure/profile.py classifies into them).
+CATEGORIES = ("convolution", "attention/matmul", "norm/elementwise", "copy/cat/pad", "other")
 
 TEXT_LIMIT = 300          # characters of any one worker string that are kept
 INFO_ENTRIES = 32         # keys of a candidate's `info` (and items of any list or dict in it)
 INFO_BYTES = 8192         # its size as JSON: it describes a configuration, it carries no data
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]+")
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>|#~])")
-TOP_ROWS = 15             # rows of a profile's kernel list (harness/profile.py summarize makes at most these)
+TOP_ROWS = 15             # rows of a profile's kernel list (harness/measure/profile.py summarize makes at most these)
 NAME_LIMIT = 80           # characters of a row's name
 _NAME_OUT = re.compile(r"[^A-Za-z0-9_:<>,.()\[\]*&+\- ]")
 
@@ -122,7 +123,7 @@ def flops(msg: dict[str, Any]) -> tuple[float | None, str | None]:
 
 
 def profile(msg: dict[str, Any]) -> dict[str, Any]:
-    """A profile summary (harness/profile.py summarize()) with every field checked and its names inert."""
+    """A profile summary (harness/measure/profile.py summarize()) with every field checked and its names inert."""
     s = msg.get("profile")
     if not isinstance(s, dict):
         raise Malformed(f"the profile is a {type(s).__name__}, not a summary")

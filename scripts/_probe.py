@@ -14,7 +14,7 @@ import torch
 
 def load_module(path: Path, name: str = "candidate") -> ModuleType:
     """Import a candidate file (optimize.py or a variant) to call its pieces directly."""
-    from harness.loader import load_source
+    from harness.target.loader import load_source
 
     return load_source(path, name=name)
 

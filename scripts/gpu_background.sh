@@ -19,7 +19,7 @@ if [ ! -d "$out" ]; then
   # The signing key too gets a private copy: a later call's sync rewrites the key folder it was
   # given, and a record signed or checked while the file is missing would meet a new key (session
   # 11: two records signed across such a sync, one of them lost).
-  key_dir=$(python3 -c 'from harness.ledger import signing; print(signing.key_dir())')
+  key_dir=$(python3 -P -c 'from harness.ledger import signing; print(signing.key_dir())')
   mkdir -p "/tmp/key-$name" && cp -a "$key_dir/." "/tmp/key-$name/"
   (cd "/tmp/tree-$name" && AUTO_OPTIM_KEY_DIR="/tmp/key-$name" setsid nohup bash -c \
     "bash scripts/gpu_session.sh '$out' '$plan' > '$out/session.log' 2>&1; touch '$out/ENDED'" > /dev/null 2>&1 &)

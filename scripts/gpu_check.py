@@ -10,6 +10,7 @@ Prints one line per check and a final JSON line.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -17,21 +18,24 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-import torch  # noqa: E402
+import torch
 
-from conftest import make_toy, use  # noqa: E402
-from harness import landlock, sandbox  # noqa: E402
-from harness.session import Session  # noqa: E402
+from harness.sandbox import landlock, boundary
+from harness.measure.session import Session
 
 CHEATERS = REPO / "tests" / "cheaters"
+# The tests' toy workspace (tests/conftest.py), by its file's location: no sys.path edit.
+_spec = importlib.util.spec_from_file_location("conftest", REPO / "tests" / "conftest.py")
+conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(conftest)
+make_toy, use = conftest.make_toy, conftest.use
 
 
 def main() -> int:
     results: dict[str, object] = {"torch": torch.__version__, "cuda": torch.version.cuda,
                                   "gpu": torch.cuda.get_device_name(), "landlock_abi": landlock.abi_version(),
-                                  "sandbox": sandbox.available() or "available"}
+                                  "sandbox": boundary.available() or "available"}
     ok = True
     ws = make_toy(Path(tempfile.mkdtemp()) / "toy")
     with use(ws):

@@ -3,7 +3,7 @@
 # reference, pool of fresh inputs), then runs each
 # line of a plan through `run_experiment.py --measure-only` (one JSON record per line) and applies
 # the record to this copy's results.tsv at once, so the next line is judged against it. Back in
-# the git checkout, `python harness/run_experiment.py --apply REC.json` for each record, in order,
+# the git checkout, `auto-optim apply REC.json` for each record, in order,
 # does the same bookkeeping for real (results.tsv, leaderboard.md, PROGRESS.md, commits,
 # profiles, quality strips).
 #
@@ -28,23 +28,26 @@
 # and delete the copy when the session is over. Without a key there the script refuses: a key made
 # on the GPU machine would sign records the checkout refuses.
 set -u
+# The package, installed from this copy (its own code, never the project root on sys.path: harness/__init__.py);
+# every python3 below runs with -P, so the working folder (this copy's root) is not on sys.path either.
+python3 -m pip install -q --no-deps --no-build-isolation -e . || { echo "gpu_session: pip install -e . failed" >&2; exit 2; }
 preset=${PRESET:-full}
 out=${1:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
 plan=${2:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
 mp4=${3:-}
 mkdir -p "$out/recs"
 # plan paths are relative to the target's folder: AUTO_OPTIM_GOALS's, else pyproject.toml's target
-root=$(python3 -c 'from harness import paths; print(paths.goals_path().parent)')
+root=$(python3 -P -c 'from harness import paths; print(paths.goals_path().parent)')
 export PYTHONUNBUFFERED=1
 log() { echo "[$(date +%T)] $*"; }
 
-key=$(python3 -c 'from harness.ledger import signing; print(signing.key_path())')
+key=$(python3 -P -c 'from harness.ledger import signing; print(signing.key_path())')
 [ -s "$key" ] || { echo "gpu_session: no record-signing key at $key: copy your key folder to this machine and set" \
-  "AUTO_OPTIM_KEY_DIR to it (on the machine you apply on: python3 -c 'from harness.ledger import signing; signing.sign({})')" >&2; exit 2; }
+  "AUTO_OPTIM_KEY_DIR to it (on the machine you apply on: python3 -P -c 'from harness.ledger import signing; signing.sign({})')" >&2; exit 2; }
 log "records signed with the key in $(dirname "$key")"
 
 log "assets"
-python3 harness/prepare.py --preset "$preset" --seeded 2>&1 | tail -n 3
+python3 -P -m harness.cli.prepare --preset "$preset" --seeded 2>&1 | tail -n 3
 
 # Every candidate as it is now: applying a keeper below rewrites the target's optimize.py, so a
 # later line naming optimize.py would otherwise measure that keeper instead of the file planned.
@@ -68,9 +71,9 @@ while IFS= read -r line; do
   desc=$(echo "$desc" | sed 's/^ *//; s/ *$//')
   log "experiment $n: $cand: $desc"
   # shellcheck disable=SC2086
-  python3 harness/run_experiment.py --preset "$preset" --measure-only --record-out "$rec" --desc "$desc" \
+  python3 -P -m harness.cli.run_experiment --preset "$preset" --measure-only --record-out "$rec" --desc "$desc" \
     --candidate "$snap/$cand" $extra 2>&1 | tail -n 25
-  [ -f "$rec" ] && python3 harness/run_experiment.py --apply "$rec" 2>&1 | tail -n 5
+  [ -f "$rec" ] && python3 -P -m harness.cli.run_experiment --apply "$rec" 2>&1 | tail -n 5
 done < "$plan"
 
 if [ "$mp4" = "--mp4" ]; then

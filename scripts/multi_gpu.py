@@ -36,13 +36,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from harness import target  # noqa: E402
+from harness import target
 target.use("wan-vae")  # the worked example's packages by name (harness/target/)
 
-from _probe import psnr as psnr_and_max_abs  # noqa: E402
-from harness import _common  # noqa: E402
-from integrations.split_decode import HEIGHT, choose_split  # noqa: E402
+from _probe import psnr as psnr_and_max_abs
+from harness import _common
+from integrations.split_decode import HEIGHT, choose_split
 
 BORDER = 16  # video pixels on each side of a slab border in the border PSNR
 STALL_S = 240  # a rank still running after this long is hung: its stacks are printed and it exits
@@ -65,7 +64,7 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
               candidate: str, profile_dir: str | None = None) -> None:
     """One rank: build, first call, timed calls; rank 0 saves the video and the figures to `out`."""
     from integrations.split_decode import build_split_decoder
-    from harness.loader import load_source
+    from harness.target.loader import load_source
 
     faulthandler.dump_traceback_later(STALL_S, exit=True)  # a hung rank prints where, and ends
     device = device_of(rank, backend)

@@ -12,7 +12,7 @@ against diffusers' fp32 decode (PyTorch defaults, TF32 convolutions). The weight
 synthetic ones (model.load_vae("synthetic")), mapped into diffusers' key names; the latent is a
 seeded normal draw. A peer that is not installed is skipped with a line that says so; diffusers is
 needed for every row. --free-gb N: every decoder but the fp32 reference runs with only N GB of
-the GPU free (the rest held by this process: harness/memory_limit.py's ballast), as on a card of
+the GPU free (the rest held by this process: harness/measure/memory_limit.py's ballast), as on a card of
 that size, its weights included; one that runs out of memory gets a row that says so. Development
 tool: nothing here is part of the frozen harness.
 """
@@ -33,13 +33,13 @@ from typing import Callable
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from harness import target  # noqa: E402
+from harness import target
 target.use("wan-vae")  # the worked example's packages by name (harness/target/)
-from _probe import preset_shape  # noqa: E402
-from harness.memory_limit import Ballast, gb_argument  # noqa: E402
-from integrations import wan_dropin  # noqa: E402
-from model import LATENT_MEAN, LATENT_STD, load_vae  # noqa: E402
+from _probe import preset_shape
+from harness.measure.ballast import Ballast
+from harness.measure.memory_limit import gb_argument
+from integrations import wan_dropin
+from model import LATENT_MEAN, LATENT_STD, load_vae
 
 PRESETS = {"720p": "full", "480p": "480p"}  # goals.json presets: 121 / 81 frames
 

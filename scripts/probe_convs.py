@@ -26,10 +26,9 @@ import torch.nn.functional as F
 from _probe import load_module, median_ms
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from harness import target  # noqa: E402
+from harness import target
 target.use("wan-vae")  # the worked example's packages by name (harness/target/)
-from model import LATENT_MEAN, LATENT_STD, WanVAE  # noqa: E402
+from model import LATENT_MEAN, LATENT_STD, WanVAE
 
 CL = torch.channels_last_3d
 

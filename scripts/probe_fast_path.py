@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 from _probe import psnr, wall_times
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness import target  # noqa: E402
+from harness import target
 target.use("wan-vae")  # the worked example's packages by name (harness/target/)
-from model import load_vae  # noqa: E402
+from model import load_vae
 
 
 def main():

@@ -2,7 +2,7 @@
 Not a harness row: it splits the first call so the next change to it can be predicted.
 
 Each case runs in a fresh interpreter with its own empty Triton cache (as the harness's worker
-does: harness/session.py), builds optimize.py's decoder on the full preset's seeded latent and
+does: harness/measure/session.py), builds optimize.py's decoder on the full preset's seeded latent and
 times its first call, then a second one (the steady state):
   cold         as the harness runs it: Triton compiles every kernel, cudnn.benchmark searches;
   warm-triton  the same with the Triton cache the cold case left (no compiling);
@@ -33,8 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 def one_case(benchmark: bool, candidate: str, limit: int | None = None) -> dict[str, float]:
     """In this process: build the decoder and time its first two calls (limit: cuDNN's
     benchmark_limit, the engines its search tries a conv; None leaves torch's default)."""
-    sys.path.insert(0, str(REPO))
-    from harness import target  # noqa: E402
+    from harness import target
     target.use("wan-vae")  # the worked example's packages by name (harness/target/)
     import torch
 
@@ -92,9 +91,9 @@ def one_case(benchmark: bool, candidate: str, limit: int | None = None) -> dict[
 
 def run_case(benchmark: bool, cache: str, candidate: Path, limit: int | None = None) -> dict[str, float]:
     env = {**os.environ, "TRITON_CACHE_DIR": cache}
-    code = ("import json, sys; sys.path.insert(0, 'scripts'); import probe_first_call as p; "
-            f"print(json.dumps(p.one_case({benchmark}, {str(candidate)!r}, {limit!r})))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    code = ("import json, runpy; p = runpy.run_path('scripts/probe_first_call.py'); "
+            f"print(json.dumps(p['one_case']({benchmark}, {str(candidate)!r}, {limit!r})))")
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])

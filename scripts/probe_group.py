@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness import _common, make_latent, make_reference, process  # noqa: E402
-from harness.session import Session  # noqa: E402
+from harness.measure import process
+from harness.measure.session import Session
+from harness.target import assets, make_latent, make_reference
 
 
 def main() -> None:
@@ -28,9 +25,9 @@ def main() -> None:
     p.add_argument("--device", default="cuda", help="cpu: the same group over gloo")
     a = p.parse_args()
     os.environ.setdefault("NCCL_DEBUG", "INFO")
-    if not _common.input_path(a.preset).exists():
+    if not assets.input_path(a.preset).exists():
         make_latent.run(a.preset, mode="seeded", device=a.device)
-    if not _common.reference_path(a.preset).exists():
+    if not assets.reference_path(a.preset).exists():
         make_reference.run(a.preset, device=a.device)
     process.Tail.MAX_LINES = None  # keep every line the ranks print, not the last 200
     tails: list[process.Tail] = []

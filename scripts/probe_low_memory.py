@@ -11,16 +11,14 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness import target  # noqa: E402
+from harness import target
 target.use("wan-vae")  # the worked example's packages by name (harness/target/)
-from _probe import preset_shape  # noqa: E402
-from integrations.wan_dropin import OptimizedDecoder  # noqa: E402
-from model import load_vae  # noqa: E402
+from _probe import preset_shape
+from integrations.wan_dropin import OptimizedDecoder
+from model import load_vae
 
 PRESETS = {"720p": "full", "480p": "480p"}  # goals.json presets: 121 / 81 frames
 

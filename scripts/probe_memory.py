@@ -52,8 +52,7 @@ def main() -> None:
     ap.add_argument("--min-channels", type=int, nargs="+", help="default: the candidate's WINOGRAD_MIN_CHANNELS")
     ap.add_argument("--out")
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from harness import target  # noqa: E402
+    from harness import target
     target.use("wan-vae")  # the worked example's packages by name (harness/target/)
     from model import load_vae
 

@@ -88,8 +88,7 @@ def sweep_blocks(m, dev) -> list[str]:
 
 def decode_ab(mods: dict, dev, min_channels: list[int]) -> list[str]:
     """Whole decodes with synthetic weights: first call, median of 3, peak memory, PSNR."""
-    sys.path.insert(0, str(ROOT))
-    from harness import target  # noqa: E402
+    from harness import target
     target.use("wan-vae")  # the worked example's packages by name (harness/target/)
     from model import load_vae
     vae = load_vae("synthetic", device=dev)

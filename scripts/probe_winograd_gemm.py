@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _probe import median_ms  # noqa: E402
+from _probe import median_ms
 
 # The Winograd tile the GEMMs are shaped for: F(4x4, 3x3)'s, optimize.py's when
 # profiles/probe_winograd_gemm.md was measured (session 17, before e107); 6 for today's F(6x6).

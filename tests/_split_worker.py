@@ -24,12 +24,12 @@ import torch.distributed as dist
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
-sys.path[:0] = [str(REPO), str(TESTS)]
-from harness import target  # noqa: E402
+# narrow_vae/ beside this file: its folder is first on sys.path, as any script's
+from harness import target
 
 target.use(VAE)  # the worked example's packages by name (harness/target/)
-from integrations.split_decode import build_split_decoder  # noqa: E402
-from narrow_vae.target import load_model  # noqa: E402
+from integrations.split_decode import build_split_decoder
+from narrow_vae.target import load_model
 
 
 def load_optimize():

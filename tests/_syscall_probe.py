@@ -1,4 +1,4 @@
-"""Tries every system call the worker's seccomp filter refuses (harness/seccomp.py), with
+"""Tries every system call the worker's seccomp filter refuses (harness/sandbox/seccomp.py), with
 arguments that succeed, or fail for another reason than EPERM, on an ordinary Linux host, and a
 few calls the worker needs (the controls); the calls the filter answers without running them (the
 file locks and page-cache advice: `ignored`, and how many of the probe's own locks /proc/locks

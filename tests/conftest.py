@@ -38,10 +38,15 @@ REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
 TOY = Path(__file__).resolve().parent / "toy_target"
 NARROW = Path(__file__).resolve().parent / "narrow_vae"
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# The harness comes from the installed package (pip install -e .), never from the project root on sys.path:
+# `python -m pytest` puts the working folder first, and harness/__init__.py refuses to be imported so.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
+# The tests' helper folders, importable by name in every test (the only other sys.path edit: tests/test_layout.py):
+# the Claude Code stand-ins (claude_stub/) and the attacks' shared pieces (cheaters/: _keys, _reach, _target).
+sys.path += [str(Path(__file__).resolve().parent / "claude_stub"), str(Path(__file__).resolve().parent / "cheaters")]
 GOALS_ENV = "AUTO_OPTIM_GOALS"  # harness/_common.py's GOALS_ENV, without importing torch here
 from harness import target as _target  # noqa: E402 - stdlib only: no torch yet
+from harness.target import assets
 
 _target.use(VAE)  # `import model`, `from integrations import ...` in the tests: the worked example's
 # The record-signing key (harness/ledger/signing.py) of this test run: never the person's own.
@@ -50,7 +55,7 @@ os.environ["AUTO_OPTIM_KEY_DIR"] = tempfile.mkdtemp(prefix="auto-optim-test-key-
 # OpenMP's default): the suite runs two pytest workers (and their harness processes and sandboxed
 # workers) on two cores, where a spinning thread burns a core another process was waiting for.
 # Set before any process of the run imports torch; every process started from here (the workers
-# too: harness/worker_process.py passes OMP_*) inherits it. Set it yourself to override.
+# too: harness/measure/worker_process.py passes OMP_*) inherits it. Set it yourself to override.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # The test repositories' commits (the tests' own and run_experiment's) need an author: on a fresh
 # HOME with no git config, `git commit` refuses ("Author identity unknown"). The variables beat
@@ -212,14 +217,36 @@ def add_record(folder: Path, row: dict) -> list:
 _PEAKS: dict[str, dict[str, bytes]] = {}
 
 
+# What python_c's child runs first: the harness package from the folder its first argument names, by location.
+_PACKAGE_FROM = ("import importlib.util as _u, sys as _s; _f = _s.argv.pop(1); _p = _u.spec_from_file_location("
+                 "'harness', _f + '/__init__.py', submodule_search_locations=[_f]); _s.modules['harness'] = "
+                 "_u.module_from_spec(_p); _p.loader.exec_module(_s.modules['harness'])\n")
+
+
+def python_c(code: str, ws: Path | None = None) -> list[str]:
+    """`python -c CODE` (its arguments to follow) with the harness package from ws/harness, else this
+    checkout's, by location: -P keeps the working folder (a project root) off sys.path."""
+    return [sys.executable, "-P", "-c", _PACKAGE_FROM + code, str((ws or REPO) / "harness")]
+
+
+def tool(module: str, ws: Path | None = None) -> list[str]:
+    """The command line that starts a harness tool (harness.cli.verify, ...) in a child process, its
+    arguments to follow: the package in ws/harness (a workspace's copy or link), else this checkout's,
+    by its folder (harness/start.py), the project root never on sys.path."""
+    from harness import start
+
+    return start.command(module, harness=(ws / "harness") if ws else start.HARNESS)
+
+
 def make_assets(ws: Path) -> None:
     """The tiny seeded input, its reference, the pool and the machine's peak probe (what prepare.py
     makes), with the harness's own functions in this process (a fresh interpreter would cost an
     import of torch; the model they load is freed when they return, its weights file unmapped).
     The probe is made once per adapter and process, then copied."""
     from harness import _common as C
-    from harness import floor, make_latent, make_reference
+    from harness import floor
 
+    from harness.target import make_latent, make_reference
     assert C.GOALS_ENV == GOALS_ENV  # else the assets below would be made for the real goals.json
     with use(ws):
         make_latent.run("tiny", mode="seeded", device="cpu")
@@ -228,10 +255,10 @@ def make_assets(ws: Path) -> None:
         made = _PEAKS.get(goals["adapter"])
         if made:
             for name, data in made.items():
-                (C.assets_dir() / name).write_bytes(data)
+                (assets.assets_dir() / name).write_bytes(data)
         else:
             floor.ensure_peak("cpu", C.load_adapter(goals))
-            _PEAKS[goals["adapter"]] = {p.name: p.read_bytes() for p in C.assets_dir().glob("peak-*.json")}
+            _PEAKS[goals["adapter"]] = {p.name: p.read_bytes() for p in assets.assets_dir().glob("peak-*.json")}
 
 
 def make_toy(dest: Path, copy_harness: bool = False, git: bool = False) -> Path:
@@ -316,8 +343,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # would draw the 2.8 GB of seeded weights again: ~15 CPU s and 2.8 GB per worker.)
     from model.weights import synthetic_cache
 
-    cache = synthetic_cache()
-    if cache.is_file():
+    cache = synthetic_cache()  # ws's own where this process imported model/ from ws first (test_verify.py alone)
+    if cache.is_file() and not (ws / "assets" / cache.name).exists():
         try:
             os.link(cache, ws / "assets" / cache.name)
         except OSError:

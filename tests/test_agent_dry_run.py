@@ -4,9 +4,9 @@ The test plays the agent in a temporary git copy of the repository and calls the
 Claude Code would (JSON on stdin, CLAUDE_PROJECT_DIR set), in the order of one loop turn:
   1. edit optimize.py (the Edit tool is allowed there)
   2. try to end the turn  -> the Stop hook blocks and names the command to run
-  3. try to change harness/verify.py from an unsandboxed shell, or to reach the harness with a
+  3. try to change harness/cli/verify.py from an unsandboxed shell, or to reach the harness with a
      person's flag -> the PreToolUse hook blocks
-  4. write request.json and run the door, `auto-optim-agent` (the scratch copy's harness/door.py,
+  4. write request.json and run the door, `auto-optim-agent` (the scratch copy's harness/cli/door.py,
      which serves that copy), for real, as an unsandboxed Bash call (tiny, CPU)
   5. try to end the turn again -> allowed
 It takes about a minute on 2 CPU cores (one experiment = a verify and a bench process, each
@@ -22,13 +22,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "claude_stub"))
-from scratch_repo import TARGET, make_scratch_repo  # noqa: E402
+from scratch_repo import TARGET, make_scratch_repo
 
-pytestmark = pytest.mark.skipif(not (REPO / "harness" / "run_experiment.py").is_file(),
-                                reason="harness/run_experiment.py not present")
+pytestmark = pytest.mark.skipif(not (REPO / "harness" / "cli" / "run_experiment.py").is_file(),
+                                reason="harness/cli/run_experiment.py not present")
 
 
 def sh(cmd: list[str], cwd: Path, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -74,11 +74,11 @@ def test_one_loop_turn_as_the_agent(agent_repo):
 
     # 3. it tries to loosen the evaluator from outside the sandbox instead: blocked (inside it, the
     #    deny rules and bubblewrap refuse the write: tests/test_claude_code_e2e.py)
-    tin = {"command": "sed -i 's/passed/True/' harness/verify.py", "dangerouslyDisableSandbox": True}
+    tin = {"command": "sed -i 's/passed/True/' harness/cli/verify.py", "dangerouslyDisableSandbox": True}
     r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input=tin,
                                         tool_use_id="toolu_2"), root, env)
     assert r.returncode == 2 and "frozen" in r.stderr, r.stderr
-    for cmd in ('python harness/run_experiment.py --desc "x#y" --rebaseline', "auto-optim-agent #x --rebaseline"):
+    for cmd in ('python harness/cli/run_experiment.py --desc "x#y" --rebaseline', "auto-optim-agent #x --rebaseline"):
         tin = {"command": cmd, "dangerouslyDisableSandbox": True}
         r = hook("guard_frozen.py", payload(root, session, "PreToolUse", tool_name="Bash", tool_input=tin,
                                             tool_use_id="toolu_2b"), root, env)
@@ -92,7 +92,7 @@ def test_one_loop_turn_as_the_agent(agent_repo):
         "command": "auto-optim-agent", "dangerouslyDisableSandbox": True}, tool_use_id="toolu_3"), root, env)
     assert r.returncode == 0, r.stderr
     (root / TARGET / "candidates").mkdir(exist_ok=True)
-    r = sh([sys.executable, str(root / "harness" / "door.py")], root / TARGET / "candidates", env)  # the door ignores its cwd
+    r = sh([*tool("harness.cli.door", root)], root / TARGET / "candidates", env)  # the door ignores its cwd
     assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr[-2000:]
     rows = (root / TARGET / "results.tsv").read_text().strip().splitlines()
     assert len(rows) == 3 and "baseline" in rows[1] and "dry run: annotate info" in rows[-1]  # header, baseline, it

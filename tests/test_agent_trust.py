@@ -13,12 +13,11 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import make_toy
+from conftest import make_toy, tool
 from harness import _common as C
 from harness.ledger import results, signing
 from test_run_experiment import run_here
@@ -150,7 +149,7 @@ def test_a_tool_refuses_an_interpreter_whose_packages_are_in_the_project(tmp_pat
     planted = ws / "lib" / "site-packages"
     planted.mkdir(parents=True)
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "PYTHONPATH": str(planted)}
-    p = subprocess.run([sys.executable, str(ws / "harness" / "verify.py")], cwd=ws, env=env, capture_output=True,
+    p = subprocess.run([*tool("harness.cli.verify", ws)], cwd=ws, env=env, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and p.stdout == "", p.stdout + p.stderr
     assert p.stderr.strip().splitlines() == [p.stderr.strip()] and "inside the project" in p.stderr

@@ -6,26 +6,25 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import use
-from harness import profile
+from conftest import tool, use
+from harness.measure import profile
 
 CHEATERS = Path(__file__).resolve().parent / "cheaters"
 
 
 def cli(ws: Path, *args: str) -> tuple[int, dict, str]:
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
-    p = subprocess.run([sys.executable, *args], cwd=ws, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run([*tool(args[0], ws), *args[1:]], cwd=ws, env=env, capture_output=True, text=True, timeout=300)
     last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "{}"
     return p.returncode, (json.loads(last) if last.startswith("{") else {}), p.stdout + p.stderr
 
 
 def test_bench_cli(toy: Path) -> None:
-    rc, f, out = cli(toy, "harness/bench.py", "--baseline")
+    rc, f, out = cli(toy, "harness.cli.bench", "--baseline")
     runs = json.loads((toy / "goals.json").read_text())["presets"]["tiny"]["timed_runs"]
     assert rc == 0 and f["runs"] == runs and len(f["times_s"]) == runs, out
     assert f["min_s"] <= f["median_s"] <= f["max_s"] and f["spread_s"] == f["max_s"] - f["min_s"]
@@ -41,9 +40,9 @@ def test_bench_cli(toy: Path) -> None:
 
 
 def bench_here(ws: Path, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, dict, str]:
-    """cli(ws, "harness/bench.py", *args) as bench.main in this process: the same exit code and
+    """cli(ws, "harness.cli.bench", *args) as bench.main in this process: the same exit code and
     lines without an interpreter start (the candidate still runs in a worker process)."""
-    from harness import bench
+    from harness.cli import bench
 
     with use(ws):
         rc = bench.main(list(args))
@@ -64,7 +63,7 @@ def test_bench_exit_codes(toy: Path, capsys: pytest.CaptureFixture) -> None:
 
 def test_profile_cli(toy: Path, tmp_path: Path) -> None:
     out_md = tmp_path / "toy.md"
-    rc, f, out = cli(toy, "harness/profile.py", "--out", str(out_md))
+    rc, f, out = cli(toy, "harness.cli.profile", "--out", str(out_md))
     assert rc == 0 and out_md.is_file(), out
     md = out_md.read_text()
     assert "## CPU time by category" in md and "busy fraction" in md and "outside the largest category" in md

@@ -1,4 +1,4 @@
-"""harness/busy.py's wait between two workers' calls (harness/alternate.py), with NVML scripted:
+"""harness/measure/busy.py's wait between two workers' calls (harness/measure/alternate.py), with NVML scripted:
 the GPUs here are a table of utilisation readings over time, so the waits run on a CPU."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import busy, nvml
+from harness.measure import busy, nvml
 
 
 class ScriptedNVML:

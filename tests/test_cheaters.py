@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.session import Session
+from harness.measure.session import Session
+from conftest import tool
 
 CHEATERS = Path(__file__).resolve().parent / "cheaters"
 HONEST_COST_S = 0.3  # what the timing cheaters sleep per honest call
@@ -57,7 +58,7 @@ def test_timing_cheats_get_the_honest_time(at_toy: Path, name: str) -> None:
 
 def test_cannot_tell_which_tool_runs_it(at_toy: Path) -> None:
     """Through verify.py itself: were the command lines visible, this cheater would pass."""
-    r = subprocess.run([sys.executable, "harness/verify.py", "--candidate", str(CHEATERS / "detects_tool.py"),
+    r = subprocess.run([*tool("harness.cli.verify", at_toy), "--candidate", str(CHEATERS / "detects_tool.py"),
                         "--device", "cpu"], cwd=at_toy, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "reason: " in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
@@ -132,7 +133,7 @@ def test_without_the_sandbox_the_tools_refuse(at_toy: Path) -> None:
     """No bubblewrap on the PATH: verify refuses in one line (exit 2) and names the way out, a
     person's --unsandboxed; it does not run the candidate unconfined."""
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # python, and no bwrap
-    r = subprocess.run([sys.executable, "harness/verify.py", "--device", "cpu"], cwd=at_toy, env=env,
+    r = subprocess.run([*tool("harness.cli.verify", at_toy), "--device", "cpu"], cwd=at_toy, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "bubblewrap is not installed" in r.stderr and "--unsandboxed" in r.stderr, r
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr

@@ -13,17 +13,17 @@ Defended here (plain tests):
 
 Got through once, closed since (each test failed on main at 1536f8b, checked by running it there):
 - persists_in_page_cache: preadv2/pwritev2(RWF_NOWAIT) answer EOPNOTSUPP, fadvise64, readahead and
-  madvise(MADV_COLD, MADV_PAGEOUT) do nothing (harness/seccomp.py);
+  madvise(MADV_COLD, MADV_PAGEOUT) do nothing (harness/sandbox/seccomp.py);
 - exfiltrates_via_locks, finds_its_rival: flock and fcntl's lock-setting commands do nothing,
-  F_GETLK and F_OFD_GETLK are refused (harness/seccomp.py);
+  F_GETLK and F_OFD_GETLK are refused (harness/sandbox/seccomp.py);
 - exfiltrates_via_profile: the profile runs in a fresh worker on throwaway inputs, its rows cut to
-  15 names of 80 characters of a kernel name's alphabet (harness/session.py profile, replies.py);
-- reads_host_views: /sys is an allow-list (harness/sandbox.py SYS_SHOWN);
-- forks_without_limit: the pids controller's pids.max (harness/cgroup.py; goals.json worker_tasks);
+  15 names of 80 characters of a kernel name's alphabet (harness/measure/session.py profile, replies.py);
+- reads_host_views: /sys is an allow-list (harness/sandbox/boundary.py SYS_SHOWN);
+- forks_without_limit: the pids controller's pids.max (harness/sandbox/cgroup.py; goals.json worker_tasks);
 - slows_when_keeper: every worker imports the candidate from /tmp/candidate/<name>, its
-  folder shown only where it holds helpers (harness/worker_process.py candidate_path);
+  folder shown only where it holds helpers (harness/measure/worker_process.py candidate_path);
 - a module planted at the project root (the agent's attack): the worker's interpreter is isolated
-  (-I) and of the root imports only the frozen code's names (harness/worker.py ProjectFinder).
+  (-I) and of the root imports only the frozen code's names (harness/worker/imports.py FROM_ROOT).
 
 GPU only (skipped here; for an H100): sets_gpu_clocks, copies_through_the_freeze.
 
@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -47,9 +46,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import made_once, make_toy, use
-from harness import cgroup, replies
-from harness.session import Session
+from conftest import made_once, make_toy, tool, use
+from harness.sandbox import cgroup_make
+from harness import replies
+from harness.measure.session import Session
 from test_cheaters_isolation import CHEATERS, bundle, cheater, info
 
 LEAKY = ["persists_in_page_cache", "exfiltrates_via_locks", "exfiltrates_via_profile", "reads_host_views",
@@ -64,8 +64,6 @@ CORE_PLACES = (Path("/var/lib/systemd/coredump"), Path("/var/crash"))
 
 def _module(name: str):
     """A cheater's module, for its decoder (imported where goals.json names the toy)."""
-    if str(CHEATERS) not in sys.path:
-        sys.path.insert(0, str(CHEATERS))
     return importlib.import_module(name)
 
 
@@ -76,7 +74,7 @@ def _hidden(s: Session) -> list[bytes]:
 # --- one run of the leaky cheaters, then a second worker that looks for the first one's state -----
 
 def _leaky_runs(folder: Path) -> Path:
-    from harness import profile
+    from harness.measure import profile
 
     ws = make_toy(folder / "ws")
     goals = json.loads((ws / "goals.json").read_text())  # a task bound below FORKS (the default is above it)
@@ -191,11 +189,11 @@ def _inline(names: list[str], **config: str) -> str:
 
 
 def _pair_runs(folder: Path) -> Path:
-    from harness.alternate import measure_pair, started
+    from harness.measure.alternate import measure_pair, started
 
     ws = make_toy(folder / "ws")
     source = _inline(["slows_when_keeper", "finds_its_rival"], CHEAT_MARKER=uuid.uuid4().hex[:12], CHEAT_COST_S="0")
-    keeper_dir = Path(tempfile.mkdtemp(prefix="auto-optim-keeper-"))  # run_experiment.keeper_file's layout
+    keeper_dir = Path(tempfile.mkdtemp(prefix="auto-optim-keeper-"))  # harness/cli/keepers.py keeper_file's layout
     try:
         keeper = keeper_dir / "optimize.py"
         keeper.write_text(source)
@@ -245,7 +243,7 @@ def test_no_head_start_no_core_out_and_no_stall_from_a_flood(at_toy: Path, tmp_p
     worker's working folder, where a core_pattern of a file name would put it, and the places
     the usual core helpers keep theirs), and the harness, fed 2^18 lines a call, ends with its
     row."""
-    from harness.worker_process import HARNESS
+    from harness.measure.worker_process import HARNESS
 
     places = [HARNESS.parent, *CORE_PLACES]
     before = _cores(places)
@@ -276,7 +274,7 @@ def bounded(toy: Path, tmp_path: Path):
 def test_socket_buffers_count_against_the_memory_bound(bounded: Path, tmp_path: Path) -> None:
     """hides_memory_in_sockets: 2 GB in Unix socket buffers with a 1 GB bound. The kernel charges
     them to the worker's cgroup: it dies at its bound and the row says so."""
-    group, why = cgroup.make(int(1e9))
+    group, why = cgroup_make.make(int(1e9))
     if group is not None:
         group.remove()
     if group is None or group.memory is None:
@@ -289,7 +287,7 @@ def test_socket_buffers_count_against_the_memory_bound(bounded: Path, tmp_path: 
 
 # --- the agent's side: a module planted at the project root --------------------------------------------
 
-PLANTED = '''"""Planted at the project root after the hook's check: `python -m harness.worker`, started from the
+PLANTED = '''"""Planted at the project root after the hook's check: `python -m harness.worker.main`, started from the
 project root, imports it in place of the standard pathlib (harness/__init__.py imports pathlib before
 it moves the root to the end of sys.path). It runs first in every worker, the keeper's too, before
 Landlock and before "ready": here it only leaves a mark the candidate reports, then hands over."""
@@ -334,7 +332,7 @@ def test_a_module_planted_at_the_root_does_not_run_in_the_worker(tmp_path: Path)
     (ws / "opt_einsum.py").write_text(PLANTED_OPTIONAL)
     (ws / "reports.py").write_text(REPORTS)
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
-    r = subprocess.run([sys.executable, str(ws / "harness" / "verify.py"), "--candidate", str(ws / "reports.py"),
+    r = subprocess.run([*tool("harness.cli.verify", ws), "--candidate", str(ws / "reports.py"),
                         "--device", "cpu"], cwd=ws, env=env, capture_output=True, text=True, timeout=300)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     assert lines, f"verify printed no facts (exit {r.returncode}): {r.stderr[-1500:]}"
@@ -401,7 +399,7 @@ def test_copies_through_the_freeze_do_not_slow_the_rival(at_toy: Path, tmp_path:
     more than the noise threshold (else the cheater's copies ran into the keeper's calls, and the
     candidate would be judged faster than it is)."""
     from harness import _common
-    from harness.alternate import measure_pair, started
+    from harness.measure.alternate import measure_pair, started
 
     keeper = tmp_path / "keeper.py"
     keeper.write_text(HONEST_GPU)

@@ -19,7 +19,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -29,8 +28,8 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from conftest import made_once, make_toy, use
-from harness.session import Session
+from conftest import made_once, make_toy, python_c, tool as harness_tool, use  # its own tool() below runs one
+from harness.measure.session import Session
 from test_run_experiment import run_here
 
 REPO = Path(__file__).resolve().parent.parent
@@ -170,7 +169,7 @@ def run_bounded(cmd: list[str], timeout: float, **kw: Any) -> subprocess.Complet
 
 CHILD = r"""
 import json, os, sys
-from harness.session import Session
+from harness.measure.session import Session
 path, kw = sys.argv[1], json.loads(sys.argv[2])
 def sched():
     return {"policy": os.sched_getscheduler(0), "nice": os.getpriority(os.PRIO_PROCESS, 0),
@@ -186,7 +185,7 @@ print(json.dumps(f, default=str))
 def child_session(candidate: str | Path, timeout: float, **kw: Any) -> tuple[subprocess.CompletedProcess, dict | None]:
     """A Session's measure() in a child process (the same code as measure(), in a process the
     cheater may harm): its completed process and its facts (None when it printed none)."""
-    r = run_bounded([sys.executable, "-c", CHILD, str(_path(candidate)), json.dumps(kw)], timeout, cwd=REPO)
+    r = run_bounded([*python_c(CHILD), str(_path(candidate)), json.dumps(kw)], timeout, cwd=REPO)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     return r, (json.loads(lines[-1]) if lines else None)
 
@@ -237,10 +236,10 @@ def ws(template: Path, tmp_path: Path) -> Iterator[Path]:
         yield dest
 
 
-def tool(ws: Path, script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    """`python harness/SCRIPT ARGS` in the workspace, bounded."""
+def tool(ws: Path, module: str, *args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """Harness tool MODULE (harness.cli.verify, ...) with ARGS in the workspace, its harness/, bounded."""
     full = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), **(env or {})}
-    return run_bounded([sys.executable, str(ws / "harness" / script), *args], timeout, cwd=ws, env=full)
+    return run_bounded([*harness_tool(module, ws), *args], timeout, cwd=ws, env=full)
 
 
 def rows(ws: Path) -> list[dict[str, str]]:
@@ -255,7 +254,7 @@ def rows(ws: Path) -> list[dict[str, str]]:
 def experiment(ws: Path, candidate: str | Path, desc: str) -> subprocess.CompletedProcess:
     """run_experiment.py on a cheater, with a slow frozen model (the baseline pays BASELINE_DELAY_S
     a call), so that a fast cheater is a keeper and gets profiled and FLOP-counted."""
-    return tool(ws, "run_experiment.py", "--desc", desc, "--candidate", str(_path(candidate)),
+    return tool(ws, "harness.cli.run_experiment", "--desc", desc, "--candidate", str(_path(candidate)),
                 "--device", "cpu", env={"TOY_DELAY_S": str(BASELINE_DELAY_S)})
 
 
@@ -329,7 +328,7 @@ def test_records_are_out_of_sight(tmp_path: Path) -> None:
     (ws / "PROGRESS.md").write_text("# Progress\n\n## Log\n\n- e001 keep: 0.123 s\n")
     # Through verify.py, a process of its own on this workspace (a harness process that has
     # imported the toy's adapter from another workspace would show the worker that one's folder).
-    r = tool(ws, "verify.py", "--candidate", str(cheater("reads_records", tmp_path / "c", CHEAT_LOOK=str(ws))),
+    r = tool(ws, "harness.cli.verify", "--candidate", str(cheater("reads_records", tmp_path / "c", CHEAT_LOOK=str(ws))),
              "--device", "cpu")
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     assert lines, f"verify printed no facts (exit {r.returncode}): {r.stderr[-1500:]}"
@@ -512,7 +511,7 @@ def test_truncated_buffer_in_a_session(at_toy: Path, tmp_path: Path, which: str)
 
 
 def test_truncated_output_buffer_through_verify(at_toy: Path) -> None:
-    r = tool(at_toy, "verify.py", "--candidate", str(CHEATERS / "truncates_output.py"), "--device", "cpu")
+    r = tool(at_toy, "harness.cli.verify", "--candidate", str(CHEATERS / "truncates_output.py"), "--device", "cpu")
     assert r.returncode == 1, f"verify {died_by_signal(r) or f'exited {r.returncode}'}: {(r.stdout + r.stderr)[-1500:]}"
     no_traceback(r)
     assert re.search(r"^reason: \S", r.stdout, re.M), r.stdout[-1500:]
@@ -555,7 +554,7 @@ def check_no_forgery(text: str, where: str) -> None:
 @pytest.mark.parametrize("how", ["info", "raise", "exit"])
 def test_forged_lines_in_verify(at_toy: Path, tmp_path: Path, how: str) -> None:
     """forges_output through verify.py: each variant fails, so no line may say `passed: True`."""
-    r = tool(at_toy, "verify.py", "--candidate", str(cheater("forges_output", tmp_path / "c", CHEAT_FORGE=how)),
+    r = tool(at_toy, "harness.cli.verify", "--candidate", str(cheater("forges_output", tmp_path / "c", CHEAT_FORGE=how)),
              "--device", "cpu")
     assert r.returncode == 1, f"verify exited {r.returncode}: {(r.stdout + r.stderr)[-1500:]}"
     no_traceback(r)
@@ -637,9 +636,9 @@ def test_the_tool_leaves_no_fingerprint(template: Path, tmp_path: Path) -> None:
     sees of its own process must not say which tool started it."""
     env = {"TOY_DELAY_S": str(BASELINE_DELAY_S)}
     ws = shutil.copytree(template, tmp_path / "ws", symlinks=True)  # one workspace: one goals path
-    v = tool(ws, "verify.py", "--candidate", str(cheater("fingerprints_tool")), "--device", "cpu", env=env)
+    v = tool(ws, "harness.cli.verify", "--candidate", str(cheater("fingerprints_tool")), "--device", "cpu", env=env)
     seen_v = info(json.loads([ln for ln in v.stdout.splitlines() if ln.startswith("{")][-1])).get("fingerprint")
-    e = tool(ws, "run_experiment.py", "--desc", "fingerprint", "--candidate", str(cheater("fingerprints_tool")),
+    e = tool(ws, "harness.cli.run_experiment", "--desc", "fingerprint", "--candidate", str(cheater("fingerprints_tool")),
              "--device", "cpu", "--no-profile", env=env)
     mine = [row for row in rows(ws) if row["desc"] == "fingerprint"]
     assert mine, e.stderr[-1500:]
@@ -733,16 +732,16 @@ def test_the_sandbox_shows_only_the_workers_gpus(monkeypatch: pytest.MonkeyPatch
     """The bwrap command line binds the GPU nodes the view names, the driver's compute nodes, and
     nothing else of the host's GPUs or display, even where the host has them (faked here: CI has
     no GPU, and /dev is listed through a stand-in that names four GPUs and the display nodes)."""
-    from harness import sandbox
+    from harness.sandbox import boundary
 
-    if sandbox.bwrap() is None:
-        pytest.skip(sandbox.NOT_INSTALLED)
+    if boundary.bwrap() is None:
+        pytest.skip(boundary.NOT_INSTALLED)
     host = [Path(f"/dev/nvidia{k}") for k in range(4)] + [Path("/dev/nvidia-modeset"), Path("/dev/nvidia-caps"),
                                                            Path("/dev/dri")]
     real_glob, real_iterdir = Path.glob, Path.iterdir
     monkeypatch.setattr(Path, "glob", lambda self, pat: iter(host) if self == Path("/dev") else real_glob(self, pat))
     monkeypatch.setattr(Path, "iterdir", lambda self: iter(host) if self == Path("/dev") else real_iterdir(self))
-    argv, fds = sandbox.wrap(["true"], sandbox.Policy(shown=(), gpus=("/dev/nvidia3",)))
+    argv, fds = boundary.wrap(["true"], boundary.Policy(shown=(), gpus=("/dev/nvidia3",)))
     for fd in fds:
         os.close(fd)
     bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--dev-bind-try"]
@@ -753,27 +752,29 @@ def test_a_worker_is_given_its_gpus_by_uuid_and_node(monkeypatch: pytest.MonkeyP
     """CUDA devices 0..n-1 of the harness, named to the worker by UUID and shown by node (only
     those nodes are writable under Landlock); a GPU whose node NVML cannot name, or whose node is
     not there, is a refusal, never every GPU shown. Unsandboxed, nothing is asked of NVML."""
-    from harness import _common, nvml, worker_process
+    from harness import _common
 
+    from harness.measure import nvml
+    from harness.sandbox import worker_policy
     nodes = {0: "/dev/nvidia5", 1: "/dev/nvidia2", 2: "/dev/nvidia7"}
     monkeypatch.setattr(nvml, "device_uuid", lambda k: f"GPU-{k}aaa")
     monkeypatch.setattr(nvml, "device_node", lambda k: nodes.get(k) if k != 3 else None)
     real_exists = os.path.exists
-    monkeypatch.setattr(worker_process.os.path, "exists",
+    monkeypatch.setattr(worker_policy.os.path, "exists",
                         lambda p: p in ("/dev/nvidia5", "/dev/nvidia2", "/dev/nvidia0", "/dev/nvidiactl") or real_exists(p))
-    assert worker_process.gpus("cpu", 1) == worker_process.Gpus()
-    two = worker_process.gpus("cuda", 2)
+    assert worker_policy.gpus("cpu", 1) == worker_policy.Gpus()
+    two = worker_policy.gpus("cuda", 2)
     assert two.uuids == ["GPU-0aaa", "GPU-1aaa"] and two.nodes == ["/dev/nvidia5", "/dev/nvidia2"], two
-    env = worker_process.environment(_common.load_goals(), "/tmp", two.uuids)
+    env = worker_policy.environment(_common.load_goals(), "/tmp", two.uuids)
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-0aaa,GPU-1aaa"
-    written = worker_process.writable("/tmp", two.nodes)
+    written = worker_policy.writable("/tmp", two.nodes)
     assert "/dev/nvidia5" in written and "/dev/nvidia2" in written and "/dev/nvidia0" not in written, written
     with pytest.raises(_common.SetupError, match="CUDA device 2 .*/dev/nvidia7"):
-        worker_process.gpus("cuda", 3)  # named, but not in /dev
-    assert worker_process.gpus("cuda", 4, sandboxed=False) == worker_process.Gpus()  # the harness's view, as it is
+        worker_policy.gpus("cuda", 3)  # named, but not in /dev
+    assert worker_policy.gpus("cuda", 4, sandboxed=False) == worker_policy.Gpus()  # the harness's view, as it is
     del nodes[1]
     with pytest.raises(_common.SetupError, match="CUDA device 1 .*NVML did not answer"):
-        worker_process.gpus("cuda", 2)
+        worker_policy.gpus("cuda", 2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
@@ -781,7 +782,7 @@ def test_a_worker_is_given_its_gpus_by_uuid_and_node(monkeypatch: pytest.MonkeyP
 def test_another_gpu_is_out_of_reach(at_toy: Path) -> None:
     """borrows_another_gpu on a host of several GPUs, given one: CUDA lists one GPU in the
     sandbox, and /dev holds that GPU's node alone, so the decode stays where the harness put it."""
-    from harness import nvml
+    from harness.measure import nvml
 
     with Session(CHEATERS / "borrows_another_gpu.py", "tiny", "cuda") as s:
         f = s.measure()

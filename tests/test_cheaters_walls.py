@@ -36,12 +36,14 @@ from pathlib import Path
 import pytest
 
 from conftest import use
-from harness import _common, cgroup, process, sandbox, seccomp, worker_process
-from harness.session import Session
-from test_cheaters_isolation import CHEATERS, bundle, cheater, info
+from harness import _common
+from harness.target import assets
+from harness.sandbox import boundary, cgroup, cgroup_make, seccomp, worker_policy
+from harness.measure import process
+from harness.measure.session import Session
+from test_cheaters_isolation import bundle, cheater, info
 
-sys.path.insert(0, str(CHEATERS))
-import _keys  # noqa: E402  (the keyring calls, from the host's side)
+import _keys  # (the keyring calls, from the host's side)
 
 PROBE = Path(__file__).resolve().parent / "_syscall_probe.py"
 EPERM = 1
@@ -60,14 +62,14 @@ def _has_cap(bit: int) -> bool:
 
 def test_the_refused_calls_fail_inside_and_not_outside(at_toy: Path) -> None:
     """tests/_syscall_probe.py in the worker's sandbox (its real policy: the filter bwrap loads for
-    the worker and every rank) and outside it: every call harness/seccomp.py lists gets EPERM
+    the worker and every rank) and outside it: every call harness/sandbox/seccomp.py lists gets EPERM
     inside, none of them does outside (the keyring calls succeed there), and the calls the
     worker needs (sockets, fcntl, memfd) still work inside."""
     if seccomp.program() is None:
         pytest.skip("no seccomp filter for this architecture")
-    policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), _common.load_goals(),
-                                   sandbox.SCRATCH)
-    argv, fds = sandbox.wrap([sys.executable, "-S", str(PROBE)], sandbox.Policy(
+    policy = worker_policy.policy(at_toy / "optimize.py", [], worker_policy.Gpus(), _common.load_goals(),
+                                   boundary.SCRATCH)
+    argv, fds = boundary.wrap([sys.executable, "-S", str(PROBE)], boundary.Policy(
         shown=(*policy.shown, (str(PROBE), str(PROBE))), links=policy.links, masked=policy.masked, env=policy.env))
     try:
         inside = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60, env=dict(policy.env))
@@ -152,12 +154,12 @@ def test_no_state_in_keyrings_and_no_copy_of_the_assets(at_toy: Path, tmp_path: 
     one, no copy of the assets may be read (the cheater would fail the gate), and, where the
     harness holds CAP_SYS_RESOURCE, the OOM preference set before the worker started stays.
 
-    The run is made where this machine gives the worker no cgroup (cgroup.make patched: a
+    The run is made where this machine gives the worker no cgroup (cgroup_make.make patched: a
     non-root user without delegation), which the row and one line on stderr must say."""
     tag = uuid.uuid4().hex[:12]
     assert _keys.join_session(f"auto-optim-test-{tag}") > 0, "no session keyring could be made here"
-    copies = _copies_of_assets(_common.assets_dir(), tag)
-    monkeypatch.setattr(cgroup, "make", lambda memory_bytes, tasks=None: (None, "no cgroup could be made for the worker (the test's)"))
+    copies = _copies_of_assets(assets.assets_dir(), tag)
+    monkeypatch.setattr(cgroup_make, "make", lambda memory_bytes, tasks=None: (None, "no cgroup could be made for the worker (the test's)"))
     names = ["caches_in_host_keyring", "caches_in_session_keyring", "exfiltrates_inputs", "resets_oom_score",
              "reads_asset_copies"]
     path = bundle(tmp_path / "c", names, CHEAT_MARKER=tag, CHEAT_COST_S="0", CHEAT_COPIES=":".join(map(str, copies)))
@@ -204,7 +206,7 @@ def _soon(check, within_s: float = 10.0) -> bool:
 
 def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None:
     """hops_while_frozen: a chain of processes that fork and exit, each counting in the worker's
-    /tmp. While the worker is paused (as while its rival is timed, harness/alternate.py) the count
+    /tmp. While the worker is paused (as while its rival is timed, harness/measure/alternate.py) the count
     must not move; once resumed it does (the chain is alive: the check proves something)."""
     tag = uuid.uuid4().hex[:12]
     with Session(cheater("hops_while_frozen", tmp_path / "c", CHEAT_MARKER=tag), "tiny", "cpu") as s:
@@ -234,13 +236,13 @@ def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None
 
 @pytest.mark.parametrize("version", [1, 2])
 def test_the_freezer_of_each_cgroup_version(version: int) -> None:
-    """harness/cgroup.py's freeze and thaw on a bare fork-and-exit chain (no worker, no torch), for
+    """harness/sandbox/cgroup.py's freeze and thaw on a bare fork-and-exit chain (no worker, no torch), for
     each cgroup version this machine has (a hybrid one has both: v1's freezer, v2's cgroup.freeze)."""
     name = f"{cgroup.PREFIX}{os.getpid()}-test-v{version}"
     if version == 2:
-        group = cgroup._try_v2(name, 1 << 40, need_memory=True)  # as a worker's: on a GPU host the pids-only one refused its tasks
+        group = cgroup_make._try_v2(name, 1 << 40, need_memory=True)  # as a worker's: on a GPU host the pids-only one refused its tasks
     else:
-        freezer, _, made = cgroup._try_v1(name, None)
+        freezer, _, made = cgroup_make._try_v1(name, None)
         group = cgroup.WorkerCgroup(freezer, None, None, made) if freezer else None
     if group is None:
         pytest.skip(f"no cgroup v{version} freezer here")
@@ -281,9 +283,9 @@ def test_a_paused_worker_can_be_killed(version: int) -> None:
 
     name = f"{cgroup.PREFIX}{os.getpid()}-test-kill-v{version}"
     if version == 2:
-        group = cgroup._try_v2(name, 1 << 40, need_memory=True)
+        group = cgroup_make._try_v2(name, 1 << 40, need_memory=True)
     else:
-        freezer, _, made = cgroup._try_v1(name, None)
+        freezer, _, made = cgroup_make._try_v1(name, None)
         group = cgroup.WorkerCgroup(freezer, None, None, made) if freezer else None
     if group is None:
         pytest.skip(f"no cgroup v{version} freezer here")
@@ -315,7 +317,7 @@ def test_a_dead_harness_leaves_no_frozen_worker() -> None:
     thaws it, so it dies, and removes the cgroup."""
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid that no longer exists: the owner the cgroup's name gives is dead
-    freezer, _, made = cgroup._try_v1(f"{cgroup.PREFIX}{gone.pid}-test-sweep", None)
+    freezer, _, made = cgroup_make._try_v1(f"{cgroup.PREFIX}{gone.pid}-test-sweep", None)
     if freezer is None:
         pytest.skip("no cgroup v1 freezer here")
     group = cgroup.WorkerCgroup(freezer, None, None, made)
@@ -326,9 +328,9 @@ def test_a_dead_harness_leaves_no_frozen_worker() -> None:
         os.kill(proc.pid, signal.SIGKILL)  # what --die-with-parent sends
         time.sleep(0.3)
         assert proc.poll() is None, "v1's freezer let SIGKILL through: the test proves nothing here"
-        cgroup._sweep(freezer[1].parent)
+        cgroup_make._sweep(freezer[1].parent)
         assert _soon(lambda: proc.poll() is not None), "the orphaned frozen worker still lives after the sweep"
-        assert _soon(lambda: (cgroup._sweep(freezer[1].parent), not freezer[1].exists())[1]), "its cgroup was not removed"
+        assert _soon(lambda: (cgroup_make._sweep(freezer[1].parent), not freezer[1].exists())[1]), "its cgroup was not removed"
     finally:
         group.thaw()
         if proc.poll() is None:
@@ -354,7 +356,7 @@ def test_a_worker_past_its_memory_bound_is_the_one_that_dies(bounded: Path, tmp_
     """hogs_memory: twice the bound, in its own memory ("anon") or in memfds and its /tmp
     ("shmem", in no process's resident set). Without a bound it passes; with one the kernel kills
     it inside its cgroup, this process (the harness) lives on, and the row says why."""
-    group, why = cgroup.make(int(MEMORY_BOUND_GB * cgroup.GB))
+    group, why = cgroup_make.make(int(MEMORY_BOUND_GB * cgroup.GB))
     if group is not None:
         group.remove()
     if group is None or group.memory is None:
@@ -372,10 +374,10 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
     the project's pieces, nothing of the folders a person keeps things in, and no credentials of
     /etc; bwrap starts from an empty root, made read-only, not from the host's `/`."""
     goals = _common.load_goals()
-    projects = [Path(worker_process.HARNESS.parent), _common.root()]
-    policy = worker_process.policy(at_toy / "optimize.py", [], worker_process.Gpus(), goals, sandbox.SCRATCH)
+    projects = [Path(worker_policy.HARNESS.parent), _common.root()]
+    policy = worker_policy.policy(at_toy / "optimize.py", [], worker_policy.Gpus(), goals, boundary.SCRATCH)
     prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)}
-    prefixes |= {Path(p) for p in worker_process.extra_tools(dict(os.environ))}  # CC=/opt/gcc/bin/gcc: its folders
+    prefixes |= {Path(p) for p in worker_policy.extra_tools(dict(os.environ))}  # CC=/opt/gcc/bin/gcc: its folders
 
     def allowed(dest: Path) -> bool:
         inside = [t for t in (*projects, *prefixes) if dest == t or t in dest.parents]
@@ -389,7 +391,7 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
     assert Path("/") not in shown and Path("/usr") in shown and Path("/sys/devices/system/cpu") in shown
     sys_shown = [d for d in shown if Path("/sys") in d.parents or d == Path("/sys")]  # an allow-list of /sys
     assert all(any(d == Path(a) or Path(a) in d.parents for a in ("/sys/devices", "/sys/module")) for d in sys_shown), sys_shown
-    argv, fds = sandbox.wrap(["true"], policy)
+    argv, fds = boundary.wrap(["true"], policy)
     for fd in fds:
         os.close(fd)
     pairs = list(zip(argv, argv[1:], argv[2:]))
@@ -399,9 +401,9 @@ def test_the_view_is_built_from_an_allow_list(at_toy: Path) -> None:
 
 
 def test_a_worker_the_kernel_cannot_freeze_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    """harness/alternate.py: a rival whose freeze did not complete (its worker already stopped by
+    """harness/measure/alternate.py: a rival whose freeze did not complete (its worker already stopped by
     Session.pause) fails, before the other worker's call is timed beside it."""
-    from harness import alternate
+    from harness.measure import alternate
 
     class Rival:
         def __init__(self, why: str | None) -> None:
@@ -439,9 +441,9 @@ def test_a_cgroup_v2_host_gets_one_cgroup_with_both(tmp_path: Path, monkeypatch:
     for folder in {root, mine, mine.parent}:
         (folder / "cgroup.controllers").write_text("memory pids\n")
         (folder / "cgroup.subtree_control").write_text("" if folder in (root, mine) else "memory pids\n")
-    monkeypatch.setattr(cgroup, "_mounts", lambda: [cgroup.Mount(2, "/", root, frozenset())])
-    monkeypatch.setattr(cgroup, "_own_paths", lambda: {"": own})
-    real_write, real_mkdir = cgroup._write, Path.mkdir
+    monkeypatch.setattr(cgroup_make, "_mounts", lambda: [cgroup_make.Mount(2, "/", root, frozenset())])
+    monkeypatch.setattr(cgroup_make, "_own_paths", lambda: {"": own})
+    real_write, real_mkdir = cgroup_make._write, Path.mkdir
 
     def write(path: Path, text: str) -> None:
         if path == mine / "cgroup.subtree_control" and mine != root:
@@ -460,9 +462,9 @@ def test_a_cgroup_v2_host_gets_one_cgroup_with_both(tmp_path: Path, monkeypatch:
             (folder / "pids.max").write_text("max\n")
         return folder
 
-    monkeypatch.setattr(cgroup, "_write", write)
-    monkeypatch.setattr(cgroup, "_new_folder", new_folder)
-    group, note = cgroup.make(3_000_000_000)
+    monkeypatch.setattr(cgroup_make, "_write", write)
+    monkeypatch.setattr(cgroup_make, "_new_folder", new_folder)
+    group, note = cgroup_make.make(3_000_000_000)
     assert group is not None and note == "", note
     assert group.freezer == group.memory == (2, group.made[0]) and len(group.made) == 1, group
     assert group.made[0].parent == (root if own == "/" else mine.parent), group.made
@@ -482,6 +484,6 @@ def test_a_compiler_outside_the_system_folders_is_shown_whole(tmp_path: Path) ->
         (prefix / d).mkdir(parents=True)
     (prefix / "bin" / "gcc").write_text("")
     (tmp_path / "neighbour").mkdir()
-    shown = worker_process.extra_tools({"CC": str(prefix / "bin" / "gcc")})
+    shown = worker_policy.extra_tools({"CC": str(prefix / "bin" / "gcc")})
     assert sorted(shown) == sorted(str(prefix / d) for d in ("bin", "lib", "libexec", "include")), shown
-    assert worker_process.compiler_prefix("/bin") == []  # /bin/gcc: never the whole root
+    assert worker_policy.compiler_prefix("/bin") == []  # /bin/gcc: never the whole root

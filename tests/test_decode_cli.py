@@ -17,6 +17,7 @@ av = pytest.importorskip("av", reason="PyAV is not installed")
 
 from conftest import use  # noqa: E402
 from harness import _common  # noqa: E402
+from harness.target import assets
 from model import to_mp4  # noqa: E402
 
 # yuv444p at crf 0 is lossless in YUV, so the only error left is the 8-bit RGB <-> limited-range
@@ -41,7 +42,7 @@ def decoded(narrow_workspace, narrow_vae, tmp_path_factory):
         patch = pytest.MonkeyPatch()
         patch.setattr(adapter, "load_model", lambda device="cpu": vae)
         out = tmp_path_factory.mktemp("decode") / "tiny.mp4"
-        args = argparse.Namespace(latent=_common.input_path("tiny"), out=out, fps=24, crf=0,
+        args = argparse.Namespace(latent=assets.input_path("tiny"), out=out, fps=24, crf=0,
                                   compare=True, force=False, preset_free=False, candidate=None,
                                   device="cpu")
         facts, video = to_mp4.decode(args)
@@ -82,7 +83,7 @@ def _run(args: list[str], capsys) -> tuple[int, str]:
 
 
 def test_bad_inputs_fail_with_one_line(at_narrow_workspace, tmp_path, capsys):
-    good = str(_common.input_path("tiny"))
+    good = str(assets.input_path("tiny"))
     out = tmp_path / "v.mp4"
     torch.save(torch.zeros(1, 4, 3, 2, 2), tmp_path / "shape.pt")
     torch.save(torch.zeros(1, 48, 3, 2, 2, dtype=torch.int64), tmp_path / "dtype.pt")
@@ -105,6 +106,6 @@ def test_bad_inputs_fail_with_one_line(at_narrow_workspace, tmp_path, capsys):
 def test_existing_output_is_kept(at_narrow_workspace, tmp_path, capsys):
     out = tmp_path / "v.mp4"
     out.write_bytes(b"precious")
-    code, err = _run([str(_common.input_path("tiny")), "--out", str(out)], capsys)
+    code, err = _run([str(assets.input_path("tiny")), "--out", str(out)], capsys)
     assert code == 1 and "--force" in err
     assert out.read_bytes() == b"precious"

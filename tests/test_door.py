@@ -1,4 +1,4 @@
-"""harness/door.py, `auto-optim-agent`: no argument, a request.json read without links, its own checkout
+"""harness/cli/door.py, `auto-optim-agent`: no argument, a request.json read without links, its own checkout
 only, nothing unsandboxed; and one real experiment through it (a keeper committed byte for byte under a
 hostile working tree, by a candidate that tries to read the signing key).
 
@@ -13,12 +13,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.ledger import signing
+from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
 DOOR_ENV = {"TOY_DELAY_S": "0.3"}
@@ -55,7 +55,7 @@ def door(ws: Path, *args: str, cwd: Path | None = None, env: dict | None = None,
          timeout: float = 300) -> subprocess.CompletedProcess:
     e = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "AUTO_OPTIM_GOALS"))}
     e.update(env or {})
-    return subprocess.run([*(prefix or []), sys.executable, str(ws / "harness" / "door.py"), *args], cwd=cwd or ws,
+    return subprocess.run([*(prefix or []), *tool("harness.cli.door", ws), *args], cwd=cwd or ws,
                           env=e, capture_output=True, text=True, timeout=timeout)
 
 
@@ -253,6 +253,8 @@ def test_the_install_names_the_two_programs():
     package of the harness."""
     tomllib = pytest.importorskip("tomllib")
     conf = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert conf["project"]["scripts"] == {"auto-optim": "harness.person:main", "auto-optim-agent": "harness.door:main"}
+    assert conf["project"]["scripts"] == {"auto-optim": "harness.cli.person:main", "auto-optim-agent": "harness.cli.door:main"}
     packages = {p.parent.relative_to(REPO).as_posix().replace("/", ".") for p in (REPO / "harness").rglob("__init__.py")}
-    assert set(conf["tool"]["setuptools"]["packages"]) == packages
+    setuptools = pytest.importorskip("setuptools")  # finds them as pip install will (none listed by hand)
+    found = setuptools.find_packages(str(REPO), **conf["tool"]["setuptools"]["packages"]["find"])
+    assert set(found) == packages and "harness.cli" in found

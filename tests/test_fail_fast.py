@@ -22,7 +22,7 @@ import pytest
 from conftest import TOY, add_record, make_assets, use
 from harness.ledger import results
 from harness.ledger.store import Store
-from harness.session import Session
+from harness.measure.session import Session
 from test_run_experiment import run_here
 
 SLOW_LOAD = '''"""The toy's adapter, its model SLOW_LOAD_S seconds to load (tests/test_fail_fast.py)."""
@@ -47,7 +47,7 @@ def slow_toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The toy with a slow model load and a baseline row for this machine (written here, not
     measured), so that a run times the candidate beside the fp32 eager baseline."""
     from harness import _common as C
-    from harness.run_experiment import BASELINE
+    from harness.cli.keepers import BASELINE
 
     ws = tmp_path / "toy"
     shutil.copytree(TOY, ws, ignore=shutil.ignore_patterns("__pycache__", "assets", "toymodel"))

@@ -77,8 +77,10 @@ def test_decode_through_kernels_matches_torch_path() -> None:
     the bf16 the GPU runs."""
     code = f"""
 import importlib.util, sys, torch
-sys.path[:0] = [{str(REPO)!r}, {str(REPO / "tests")!r}]
-import _interpreter_patch_once  # Triton's interpreter without its repeated patching
+# Triton's interpreter without its repeated patching (tests/_interpreter_patch_once.py, by its location)
+_patch = importlib.util.spec_from_file_location("_interpreter_patch_once", {str(REPO / "tests" / "_interpreter_patch_once.py")!r})
+sys.modules[_patch.name] = importlib.util.module_from_spec(_patch)
+_patch.loader.exec_module(sys.modules[_patch.name])
 from harness import target
 target.use("wan-vae")
 from model import WanVAE
@@ -122,7 +124,7 @@ print("kernels vs frozen model", float((kernels - want).abs().max()))
 print("winograd kernels vs frozen model", float((winograd - want_w).abs().max()))
 print("bf16 kernels psnr", float(10 * torch.log10(4 / ((bf16 - want[:1]) ** 2).mean())))
 """
-    p = run_interpreted("-c", code)
+    p = run_interpreted("-P", "-c", code)  # -P: the working folder (the root) off sys.path
     assert p.returncode == 0, p.stderr[-3000:]
     got = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in p.stdout.splitlines()}
     assert got["kernels vs torch path"] < 1e-4 and got["kernels vs frozen model"] < 1e-4, p.stdout

@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 from conftest import make_toy
-from harness import _common, bench, floor
+from harness import _common, floor
+from harness.cli import bench
 from harness.ledger import results, summary
 from harness import keep_rule as K
 from test_run_experiment import MEDIUM, candidate, git, run

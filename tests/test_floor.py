@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import make_toy
+from conftest import make_toy, tool
 from harness import floor
 from harness.ledger import rows as R
 from harness.ledger.record import Record
 from harness.ledger.store import Store, lock_file
+from harness.target import assets
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
@@ -125,7 +125,7 @@ def test_probe_on_this_machine(at_toy: Path) -> None:
     again, made_again = floor.ensure_peak("cpu", None)
     assert made and not made_again and again == peak
     assert peak["peak"]["flops"]["rate"] > 0 and peak["peak"]["bytes"]["rate"] > 0
-    assert floor.peak_path(peak["gpu"]).parent == C.assets_dir()
+    assert floor.peak_path(peak["gpu"]).parent == assets.assets_dir()
 
 
 def test_flop_counter_counts_matmuls_with_an_output_dtype() -> None:
@@ -133,7 +133,7 @@ def test_flop_counter_counts_matmuls_with_an_output_dtype() -> None:
     raises on it, which left e031/e032 without an executed count (their floor fell back to nominal)."""
     import torch
 
-    from harness.worker import flop_counter
+    from harness.worker.calls import flop_counter
 
     a, b = torch.empty(2, 4, 8, dtype=torch.float16, device="meta"), torch.empty(2, 8, 3, dtype=torch.float16, device="meta")
     with flop_counter() as counter:
@@ -147,7 +147,7 @@ def test_winograd_gemms_count_as_the_dominant_work() -> None:
     """e034's profile: its Winograd convs run as cuBLAS GEMMs (attention/matmul by kernel name).
     Pooled with the convolutions, 13.6% of kernel time is outside them (the transforms, norms,
     residual sums, copies), not the 23.6% the convolution class alone would leave."""
-    from harness.profile import dominant
+    from harness.measure.profile import dominant
 
     md = (VAE / "profiles" / "e034.md").read_text()
     cats = {}
@@ -171,7 +171,7 @@ def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
         f.unlink()
     held = lock_file(ws / "runs" / "device_0.lock", wait=False)
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "CUDA_VISIBLE_DEVICES": ""}
-    probe = subprocess.Popen([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
+    probe = subprocess.Popen([*tool("harness.floor", ws), "--device", "cpu"], cwd=ws, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         said = probe.stderr.readline()  # its first line: that it waits for the device
@@ -183,7 +183,7 @@ def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
         probe.wait()
         held.close()
     assert not list((ws / "assets").glob("peak-*.json")), "it probed while the device was held"
-    r = subprocess.run([sys.executable, "harness/floor.py", "--device", "cpu"], cwd=ws, env=env,
+    r = subprocess.run([*tool("harness.floor", ws), "--device", "cpu"], cwd=ws, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and list((ws / "assets").glob("peak-*.json")), r.stderr[-1000:]
 
@@ -194,4 +194,4 @@ def test_verdict_on_a_cpu_says_a_cpu_has_no_floor(at_toy: Path, capsys: pytest.C
     assert floor.main(["--verdict", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "A CPU has no floor" in out and "run floor.py --verdict on the GPU machine" in out, out
-    assert "python harness/floor.py probes it" not in out and "python harness/profile.py" not in out, out
+    assert "auto-optim floor probes it" not in out and "auto-optim profile" not in out, out

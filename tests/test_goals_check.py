@@ -17,7 +17,7 @@ import pytest
 
 from conftest import add_record, use
 from harness import goals as G
-from harness import new_target, run_experiment, verify
+from harness.cli import new_target, run_experiment, verify
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder

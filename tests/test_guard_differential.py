@@ -39,8 +39,8 @@ SHADOWED = ("auto-optim-agent", "nvidia-smi", "python", "python3", "auto-optim")
 PLANTED = ("--unsandboxed", "--rebaseline", "--apply=forged.json", "-L", "-h", "+a", "auto-optim-agent",
            "nvidia-smi", "forged.json")
 
-PROGRAMS = ["auto-optim-agent", "nvidia-smi", "nvidia-smi -L", "python harness/run_experiment.py --desc x",
-            "python3 harness/verify.py", "python harness/wave.py candidates/a.py"]
+PROGRAMS = ["auto-optim-agent", "nvidia-smi", "nvidia-smi -L", "python harness/cli/run_experiment.py --desc x",
+            "python3 harness/cli/verify.py", "python harness/cli/wave.py candidates/a.py"]
 PREFIXES = ["", " ", "  ", "\t", "command ", "exec ", "builtin ", "X=1 ", "AUTO_OPTIM_GOALS=/tmp/g.json ", "env ",
             "time ", "{ ", "( ", "! ", "\n", "\\\n", ";", "true && "]
 NAMES = [  # the first word, spelled otherwise

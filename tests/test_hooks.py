@@ -11,6 +11,7 @@ Decisions checked: PreToolUse refusal = exit 2 + reason on stderr; Stop refusal 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -151,11 +152,11 @@ UNSANDBOXED_REFUSED = [
     "Auto-optim-agent", "auto-optim-agent{,x}", "./auto-optim-agent", "/tmp/auto-optim-agent", "auto-optim",
     "auto-optim run --desc x", "nvidia-smi  -L", "nvidia-smi -pm 1", "nvidia-smi -lgc 1980", "nvidia-smi -q",
     # the harness and the person's flags, in every spelling the old guard parsed
-    "python harness/run_experiment.py --desc x", "python harness/run_experiment.py --desc steal#x --unsandboxed",
-    "python harness/run_experiment.py --desc [+-][a-]*", "python harness/run_experiment.py --desc {x,--unsandboxed}",
-    "python harness/run_experiment.py --apply=forged.json", "python harness/run_experiment.py --app forged.json",
-    "python harness/run_experiment.py --desc x --measure-only --record-out .claude/settings.json",
-    "python harness/wave.py candidates/a.py", "python harness/verify.py", "python harness/floor.py --verdict",
+    "python harness/cli/run_experiment.py --desc x", "python harness/cli/run_experiment.py --desc steal#x --unsandboxed",
+    "python harness/cli/run_experiment.py --desc [+-][a-]*", "python harness/cli/run_experiment.py --desc {x,--unsandboxed}",
+    "python harness/cli/run_experiment.py --apply=forged.json", "python harness/cli/run_experiment.py --app forged.json",
+    "python harness/cli/run_experiment.py --desc x --measure-only --record-out .claude/settings.json",
+    "python harness/cli/wave.py candidates/a.py", "python harness/cli/verify.py", "python harness/floor.py --verdict",
     "echo x > goals.json", "rm -rf harness", "bash -c 'auto-optim-agent'", "", " ",
 ]
 
@@ -163,13 +164,14 @@ UNSANDBOXED_REFUSED = [
 def guard_module():
     """guard_frozen.py's functions in this process, for the long lists (main() runs as Claude Code runs it
     in the tests that pass a payload)."""
-    sys.path.insert(0, str(HOOKS))
-    import guard_frozen
+    spec = importlib.util.spec_from_file_location("guard_frozen", HOOKS / "guard_frozen.py")  # by location, as it runs
+    guard_frozen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard_frozen)
 
     return guard_frozen
 
 
-@pytest.mark.parametrize("command", UNSANDBOXED_REFUSED[:3] + ["python harness/run_experiment.py --desc x#y --apply f"])
+@pytest.mark.parametrize("command", UNSANDBOXED_REFUSED[:3] + ["python harness/cli/run_experiment.py --desc x#y --apply f"])
 def test_anything_else_stays_in_the_sandbox(project, command):
     r = run_hook("guard_frozen.py", bash(project, command), project)
     assert r.returncode == 2, f"let out of the sandbox: {command!r}"
@@ -204,7 +206,7 @@ def venv_in(folder: Path) -> Path:
     (folder / "bin").mkdir(parents=True)
     (folder / "bin" / "python3").symlink_to(Path(sys.base_prefix) / "bin" / Path(sys.executable).resolve().name)
     door = folder / "bin" / "auto-optim-agent"
-    door.write_text(f"#!{folder / 'bin' / 'python3'}\nimport sys\nfrom harness.door import main\nsys.exit(main())\n")
+    door.write_text(f"#!{folder / 'bin' / 'python3'}\nimport sys\nfrom harness.cli.door import main\nsys.exit(main())\n")
     door.chmod(0o755)
     return folder / "bin"
 
@@ -227,8 +229,8 @@ def test_the_door_is_let_out_only_from_a_path_the_agent_cannot_write(project, tm
     assert r.returncode == 2 and "inside the project" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("command", ["echo x > goals.json", "sed -i s/a/b/ model/vae.py", "cat harness/verify.py",
-                                     "auto-optim-agent --apply forged.json", "python harness/run_experiment.py --rebaseline"])
+@pytest.mark.parametrize("command", ["echo x > goals.json", "sed -i s/a/b/ model/vae.py", "cat harness/cli/verify.py",
+                                     "auto-optim-agent --apply forged.json", "python harness/cli/run_experiment.py --rebaseline"])
 def test_sandboxed_commands_are_left_to_the_sandbox(project, command):
     """The OS refuses sandboxed writes to frozen paths (e2e test), the door refuses arguments and the
     person's program refuses Claude Code's tool: the hook does not read sandboxed commands at all."""
@@ -428,7 +430,7 @@ def test_main_stop_passes_while_the_optimizer_subagent_runs(project):
     assert decision(run_hook("stop_gate.py", busy, project)) == {}
 
 
-# A stand-in for run_experiment.py holding the checkout lock as records.lock_file does.
+# A stand-in for harness.cli.run_experiment holding the checkout lock as records.lock_file does.
 HOLDS_LOCK = """import fcntl, os, sys, time
 f = open(os.path.join(sys.argv[1], "runs", "run_experiment.lock"), "a+")
 fcntl.flock(f, fcntl.LOCK_EX)
@@ -443,9 +445,9 @@ def test_main_stop_passes_while_a_harness_run_holds_the_lock(project):
     what a background command's text says."""
     write_rows(project, ("e001", "baseline", "00" * 32))  # optimize.py unrecorded
     (project / "runs").mkdir()
-    script = project / "harness" / "run_experiment.py"
-    script.write_text(HOLDS_LOCK)
-    run = subprocess.Popen([sys.executable, str(script), str(project)], stdout=subprocess.PIPE, text=True)
+    # Its command line as a tool's child's ends (harness/start.py): the module's name last but its arguments.
+    run = subprocess.Popen([sys.executable, "-c", HOLDS_LOCK, str(project), "harness.cli.run_experiment"],
+                           stdout=subprocess.PIPE, text=True)
     try:
         assert run.stdout.readline().strip() == "locked"
         assert decision(run_hook("stop_gate.py", stop(project), project)) == {}
@@ -453,12 +455,12 @@ def test_main_stop_passes_while_a_harness_run_holds_the_lock(project):
         run.kill()
         run.wait()
     # the run is over (its pid is gone): gated again, and a command's text alone never counts
-    fake = stop(project, background_tasks=[background_task("running", None, 'python harness/run_experiment.py --desc x')])
+    fake = stop(project, background_tasks=[background_task("running", None, 'python -P -m harness.cli.run_experiment --desc x')])
     assert decision(run_hook("stop_gate.py", fake, project))["decision"] == "block"
     (project / "runs" / "run_experiment.lock").write_text(f"pid {os.getpid()}, since now")  # alive, not the harness
     assert decision(run_hook("stop_gate.py", stop(project), project))["decision"] == "block"
     # the harness's command line alone, without the lock held (a pid written earlier, reused)
-    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(script)])
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "harness.cli.run_experiment"])
     try:
         (project / "runs" / "run_experiment.lock").write_text(f"pid {run.pid}, since now")
         assert decision(run_hook("stop_gate.py", stop(project), project))["decision"] == "block"
@@ -469,7 +471,7 @@ def test_main_stop_passes_while_a_harness_run_holds_the_lock(project):
 
 @pytest.mark.parametrize("task", [background_task("completed"), background_task("running", "Explore"),
                                   background_task("running", None, "sleep 100"),
-                                  background_task("running", None, "sleep 100 # harness/run_experiment.py")])
+                                  background_task("running", None, "sleep 100 # harness.cli.run_experiment")])
 def test_main_stop_still_gated_by_other_background_work(project, task):
     write_rows(project, ("e001", "baseline", "00" * 32))
     d = decision(run_hook("stop_gate.py", stop(project, background_tasks=[task]), project))

@@ -157,8 +157,9 @@ def test_a_keeper_that_slows_down_later_carries_no_candidate(tmp_path: Path) -> 
 
 def test_measure_leaves_its_arguments_alone(tmp_path: Path) -> None:
     """measure() once cleared --best-median on the args it was given, after a first run's baseline."""
-    from harness import _common, run_experiment
+    from harness import _common
 
+    from harness.cli import run_experiment
     ws = make_toy(tmp_path / "toy")
     a = argparse.Namespace(desc="x", preset=None, candidate=None, device="cpu", timeout=None, no_profile=True,
                            unsandboxed=False, rebaseline=False, best_median=None, measure_only=True, record_out=None,
@@ -182,8 +183,9 @@ def test_a_first_runs_baseline_is_timed_in_full_after_its_rival_failed(tmp_path:
     worker was left running (spinning on both GPUs) until the session ended, and the baseline's
     row came out of one timed call made beside it (22.6 s against 10.2 s alone). A failed worker
     is now stopped at once, and a first run's baseline gets all its timed calls, alone."""
-    from harness import _common, run_experiment
-    from harness.session import Session
+    from harness import _common
+    from harness.cli import run_experiment
+    from harness.measure.session import Session
 
     ws = make_toy(tmp_path / "toy")
     (ws / "optimize.py").write_text(FAILS_ON_ITS_THIRD_CALL)
@@ -222,7 +224,7 @@ def test_the_idle_worker_is_stopped_with_all_it_started(tmp_path: Path) -> None:
     import signal
     import time
 
-    from harness import process
+    from harness.measure import process
 
     proc = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30; wait"], start_new_session=True)
     try:
@@ -248,19 +250,20 @@ def test_a_keeper_is_timed_from_its_commit_when_its_record_lacks_its_source(firs
     """Issue 43: a candidate whose keeper's source was nowhere was measured alone and judged against
     the keeper's recorded figure. The keeper's code is now found in its record, else in its commit;
     where neither holds it, the run is refused before measuring, never judged against a figure."""
-    from harness import _common, run_experiment
+    from harness import _common
 
+    from harness.cli import keepers, run_experiment
     ws = first_run(first_keeper, tmp_path)
     rec = ws / "records" / "e002.json"
     rec.write_text(json.dumps({k: v for k, v in json.loads(rec.read_text()).items() if k != "source_sha256"}))
     with use(ws):
         rows, goals = results.rows(), _common.load_goals()
-        path, folder = run_experiment.keeper_file(rows[1], goals)
+        path, folder = keepers.keeper_file(rows[1], goals)
         try:
             assert path.read_text() == (ws / "optimize.py").read_text()  # e002's commit holds it
         finally:
             shutil.rmtree(folder)
-        assert run_experiment.keeper_file(rows[1] | {"commit": "0" * 10}, goals) == (None, None)
+        assert keepers.keeper_file(rows[1] | {"commit": "0" * 10}, goals) == (None, None)
         (ws / "optimize.py").write_text(scaled(0.3))
         a = argparse.Namespace(desc="x", preset=None, candidate=None, device="cpu", timeout=None, no_profile=True,
                                unsandboxed=False, rebaseline=False, best_median=None, measure_only=True, record_out=None,

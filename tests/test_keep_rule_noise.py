@@ -1,5 +1,5 @@
 """The keep rule on a simulated busy machine (issue 43, item 1): thousands of experiments, each six
-pairs of calls timed in alternation as harness/alternate.py times them, on a machine whose speed
+pairs of calls timed in alternation as harness/measure/alternate.py times them, on a machine whose speed
 jitters call to call, drifts, and is taken by busy loops that start and stop at random moments.
 The code is the same as the keeper's, 30% faster or 30% slower, and keep_rule.judge decides.
 
@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from harness import keep_rule as K
-from harness.alternate import balanced
+from harness.measure.alternate import balanced
 
 KEEPER = K.Keeper("e010", "ab" * 8, 1.0)  # its row: 1.0 s a call, measured on a quiet machine
 SAME, FASTER, SLOWER = 1.0, 1 / 1.3, 1.3    # the candidate's seconds a call, the keeper's being 1
@@ -66,7 +66,7 @@ def experiment(load: Load, candidate_s: float, rng: random.Random, pairs: int = 
         return seconds
 
     keeper, cand = [], []
-    for keeper_first in balanced(pairs, rng):  # the order harness/alternate.py times the pairs in
+    for keeper_first in balanced(pairs, rng):  # the order harness/measure/alternate.py times the pairs in
         if keeper_first:
             keeper.append(call(1.0))
             cand.append(call(candidate_s))

@@ -17,10 +17,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import tool
 
 # Skipped without transformers; not imported here: the xdist worker that collects this module
 # without running it would import it for nothing (~0.6 CPU s).
@@ -48,7 +48,7 @@ def build_decoder(model, example_input):
 
 def start(ws: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
-    return subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, text=True,
+    return subprocess.Popen([*tool(args[0]), *args[1:]], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -79,7 +79,7 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         subprocess.run(cmd, cwd=ws, check=True)
 
-    rc, f, out = cli(ws, "harness/prepare.py")  # as the README says, no --seeded: not a video, so seeded
+    rc, f, out = cli(ws, "harness.cli.prepare")  # as the README says, no --seeded: not a video, so seeded
     pool = sorted((ws / "assets" / "pool_tiny").glob("*.pt"))
     assert rc == 0 and len(pool) == goals["pool"]["size"] and (ws / "assets" / "reference_tiny.pt").is_file(), out
     assert all("output" not in torch.load(p, weights_only=True) for p in pool)  # inputs only: nothing to leak
@@ -88,7 +88,7 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     # between the baseline's session and the keeper's by as much, so a revert gets a second (and
     # a third) comparison, each a new baseline measured right before the keeper.
     for attempt in range(3):
-        rc, f, out = cli(ws, "harness/run_experiment.py", "--candidate", str(ws / "plans" / "fp32_lean.py"),
+        rc, f, out = cli(ws, "harness.cli.run_experiment", "--candidate", str(ws / "plans" / "fp32_lean.py"),
                          "--desc", "lean fp32 loop", "--no-profile", *(["--rebaseline"] if attempt else []))
         if f.get("status") == "keep":
             break
@@ -104,9 +104,9 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     # no target, runs in test_bench_profile.py.
     before = (ws / "optimize.py").read_text()
     (ws / "optimize.py").write_text(SLOWER)
-    revert = start(ws, "harness/run_experiment.py", "--desc", "slower", "--no-profile")
+    revert = start(ws, "harness.cli.run_experiment", "--desc", "slower", "--no-profile")
     # the old loophole: all N positions from one forward over the prompt and guessed tokens
-    cheat = start(ws, "harness/verify.py", "--candidate", str(ws / "calibration" / "parallel_prefill.py"))
+    cheat = start(ws, "harness.cli.verify", "--candidate", str(ws / "calibration" / "parallel_prefill.py"))
 
     rc, f, out = finish(cheat)
     assert rc == 1 and not f["passed"] and f["status"] == "gate_fail" and "max KL" in f["reason"], out

@@ -6,14 +6,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from harness import _common as C, make_latent, make_reference
+from harness import _common as C
+from harness.target import assets
+
+from harness.target import make_latent, make_reference
 from model.clip import render_synthetic_clip
+from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
@@ -31,13 +34,13 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def cli(script: str, ws: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, C.GOALS_ENV: str(ws / "goals.json")}
-    return subprocess.run([sys.executable, str(REPO / "harness" / script), "--preset", "tiny",
+    return subprocess.run([*tool(f"harness.target.{script}"), "--preset", "tiny",
                            "--device", "cpu", *args], env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_synthetic_clip_end_to_end(scratch: Path, vae: torch.nn.Module) -> None:
     facts = make_latent.run("tiny", mode="synthetic-clip", device="cpu", model=vae)
-    asset = torch.load(C.input_path("tiny"), weights_only=True)
+    asset = torch.load(assets.input_path("tiny"), weights_only=True)
     assert list(asset["input"].shape) == [1, 48, 3, 2, 2] and asset["input"].dtype == torch.float32
     assert facts["source"] == "synthetic-clip" and len(facts["clip_sha256"]) == 64
     assert asset["meta"]["sha256"] == C.sha256_tensor(asset["input"])
@@ -46,13 +49,13 @@ def test_synthetic_clip_end_to_end(scratch: Path, vae: torch.nn.Module) -> None:
 def test_clip_too_few_frames_and_too_small(scratch: Path) -> None:
     short = scratch / "short.mp4"
     render_synthetic_clip(short, frames=5, height=32, width=32)
-    r = cli("make_latent.py", scratch, "--clip", str(short))
+    r = cli("make_latent", scratch, "--clip", str(short))
     assert r.returncode == 2 and "needs 9" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     small = scratch / "small.mp4"
     render_synthetic_clip(small, frames=9, height=16, width=48)
     with pytest.raises(make_latent.InputError, match="at least 32x32"):
         make_latent.run("tiny", mode="clip", clip=str(small), device="cpu")
-    assert not C.input_path("tiny").exists()
+    assert not assets.input_path("tiny").exists()
 
 
 def test_missing_and_unreadable_clip(scratch: Path) -> None:
@@ -66,15 +69,15 @@ def test_missing_and_unreadable_clip(scratch: Path) -> None:
 
 def test_refuses_overwrite_and_unknown_preset(scratch: Path) -> None:
     make_latent.run("tiny", mode="seeded", device="cpu")
-    before = C.input_path("tiny").read_bytes()
+    before = assets.input_path("tiny").read_bytes()
     assert make_latent.main(["--preset", "tiny", "--seeded"]) == 2
     assert make_latent.main(["--preset", "nope", "--seeded"]) == 2
-    assert C.input_path("tiny").read_bytes() == before
+    assert assets.input_path("tiny").read_bytes() == before
 
 
 @pytest.mark.parametrize("bad", ["wrong_shape", "wrong_dtype", "not_a_dict", "garbage", "missing"])
 def test_make_reference_bad_input(scratch: Path, bad: str, capsys: pytest.CaptureFixture) -> None:
-    path = C.input_path("tiny")
+    path = assets.input_path("tiny")
     x = torch.zeros(1, 48, 3, 2, 2)
     if bad == "wrong_shape":
         torch.save({"input": torch.zeros(1, 48, 3, 2, 3), "meta": {}}, path)
@@ -84,7 +87,7 @@ def test_make_reference_bad_input(scratch: Path, bad: str, capsys: pytest.Captur
         torch.save(x, path)
     elif bad == "garbage":
         path.write_bytes(b"garbage")
-    ref = C.reference_path("tiny")
+    ref = assets.reference_path("tiny")
     ref.write_bytes(b"old reference")
     assert make_reference.main(["--preset", "tiny", "--device", "cpu", "--force"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -93,8 +96,8 @@ def test_make_reference_bad_input(scratch: Path, bad: str, capsys: pytest.Captur
 
 
 def test_make_reference_refuses_overwrite_cli(scratch: Path) -> None:
-    C.reference_path("tiny").write_bytes(b"old")
-    C.pool_dir("tiny").mkdir()  # both there: the refusal is the overwrite's (not the missing input's)
-    r = cli("make_reference.py", scratch)
+    assets.reference_path("tiny").write_bytes(b"old")
+    assets.pool_dir("tiny").mkdir()  # both there: the refusal is the overwrite's (not the missing input's)
+    r = cli("make_reference", scratch)
     assert r.returncode == 2 and "--force" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    assert C.reference_path("tiny").read_bytes() == b"old"
+    assert assets.reference_path("tiny").read_bytes() == b"old"

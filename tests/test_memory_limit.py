@@ -1,11 +1,10 @@
-"""The memory clause (harness/memory_limit.py): a preset's memory_gb is checked by the harness
+"""The memory clause (harness/measure/memory_limit.py): a preset's memory_gb is checked by the harness
 holding the rest of the GPU, never read from the worker's own report. The GPU tests run the
 cheater that hides its peak (tests/cheaters/hides_its_memory.py) on the toy target."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import torch
 
 from harness import keep_rule
 from harness.goals import GoalsError, parse
+from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
 CHEATERS = REPO / "tests" / "cheaters"
@@ -47,7 +47,7 @@ def test_a_candidate_that_does_not_fit_is_never_kept() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the limit applies")
 def test_a_memory_limit_needs_a_gpu(at_toy: Path) -> None:
-    r = subprocess.run([sys.executable, "harness/verify.py", "--memory-gb", "4"], cwd=at_toy,
+    r = subprocess.run([*tool("harness.cli.verify", at_toy), "--memory-gb", "4"], cwd=at_toy,
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
     assert "needs a GPU" in r.stderr
@@ -55,7 +55,7 @@ def test_a_memory_limit_needs_a_gpu(at_toy: Path) -> None:
 
 @gpu
 def test_the_ballast_leaves_what_it_says(at_toy: Path) -> None:
-    from harness.memory_limit import GB, SLACK_BYTES, Ballast
+    from harness.measure.ballast import GB, SLACK_BYTES, Ballast
 
     with Ballast(1, 3.0):
         free, _ = torch.cuda.mem_get_info(0)
@@ -67,8 +67,8 @@ def test_the_ballast_leaves_what_it_says(at_toy: Path) -> None:
 def test_a_hidden_peak_does_not_fit(at_toy: Path) -> None:
     """The worker's own figure believes the cheater (under 1 GB for a 6 GB call); the harness's
     ballast does not."""
-    from harness import memory_limit
-    from harness.session import Session
+    from harness.measure import memory_limit
+    from harness.measure.session import Session
 
     with Session(CHEATERS / "hides_its_memory.py", "tiny", "cuda") as s:
         f = s.measure()
@@ -124,14 +124,14 @@ class _ScriptedNVML:
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch):
     """A GPU with 80 GB free (torch.cuda scripted), and NVML counting `contexts` on it."""
-    from harness import memory_limit, nvml
+    from harness.measure import ballast, nvml
 
     allocated: list[int] = []
     real_empty = torch.empty
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i: (80_000_000_000 - sum(allocated), 80_000_000_000))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
-    monkeypatch.setattr(memory_limit, "ALONE_WAIT_S", 0.0)
-    monkeypatch.setattr(memory_limit.time, "sleep", lambda s: None)
+    monkeypatch.setattr(ballast, "ALONE_WAIT_S", 0.0)
+    monkeypatch.setattr(ballast.time, "sleep", lambda s: None)
 
     def fake_empty(n, dtype, device):
         allocated.append(n)
@@ -139,7 +139,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch):
 
     def with_contexts(contexts: int, empty=fake_empty):
         monkeypatch.setattr(nvml, "handle", lambda i: (_ScriptedNVML(contexts), i))
-        monkeypatch.setattr(memory_limit.torch, "empty", empty)
+        monkeypatch.setattr(ballast.torch, "empty", empty)
         return allocated
 
     return with_contexts
@@ -147,7 +147,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch):
 
 def test_the_ballast_needs_the_gpu_to_itself(fake_gpu) -> None:
     """What another process holds could be freed into the worker's share after the ballast."""
-    from harness.memory_limit import Ballast, NotEnoughMemory
+    from harness.measure.ballast import Ballast, NotEnoughMemory
 
     fake_gpu(2)  # this process and one more
     with pytest.raises(NotEnoughMemory, match="1 other process"):
@@ -161,7 +161,7 @@ def test_the_ballast_needs_the_gpu_to_itself(fake_gpu) -> None:
 def test_a_ballast_that_cannot_be_taken_is_a_refusal(fake_gpu) -> None:
     """The machine's failure, never the candidate's: a SetupError (run_experiment: refused, no row)."""
     from harness._common import SetupError
-    from harness.memory_limit import Ballast
+    from harness.measure.ballast import Ballast
 
     def oom(n, dtype, device):
         raise torch.OutOfMemoryError("taken meanwhile")
@@ -178,9 +178,10 @@ def test_no_limit_where_this_process_makes_the_references(at_toy: Path, monkeypa
     """The LLM target computes each call's reference here: under a ballast that would take from
     the worker's N GB (or run this process out of memory and blame the candidate)."""
     from harness import _common
-    from harness.session import Session
+    from harness.measure.session import Session
+    from harness.target import assets
 
-    monkeypatch.setattr(_common, "reference_follows_output", lambda adapter: True)
+    monkeypatch.setattr(assets, "reference_follows_output", lambda adapter: True)
     with pytest.raises(_common.SetupError, match="references made beforehand"):
         Session(None, "tiny", "cpu", memory_gb=4.0)
 
@@ -188,11 +189,11 @@ def test_no_limit_where_this_process_makes_the_references(at_toy: Path, monkeypa
 def test_a_worker_that_lets_go_during_the_wait_is_not_a_refusal(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
     """The previous worker's context goes while the ballast waits to be alone, and the memory it
     held comes free with it: the ballast is sized from the free memory after the wait."""
-    from harness import memory_limit, nvml
-    from harness.memory_limit import Ballast
+    from harness.measure import ballast, nvml
+    from harness.measure.ballast import Ballast
 
     allocated = fake_gpu(1)
-    monkeypatch.setattr(memory_limit, "ALONE_WAIT_S", 5.0)  # time to count again (sleep is a no-op here)
+    monkeypatch.setattr(ballast, "ALONE_WAIT_S", 5.0)  # time to count again (sleep is a no-op here)
     scripted, departed = _ScriptedNVML(2), 5_000_000_000  # a worker of 5 GB still there at the first count
 
     def count(handle, n, infos):
@@ -210,7 +211,7 @@ def test_a_worker_that_lets_go_during_the_wait_is_not_a_refusal(fake_gpu, monkey
 
 @pytest.mark.parametrize("value", [0, -2, "8", True, float("nan"), float("inf")])
 def test_worker_memory_gb_is_a_positive_number(value) -> None:
-    """goals.json "worker_memory_gb": the host memory a worker's cgroup may hold (harness/cgroup.py)."""
+    """goals.json "worker_memory_gb": the host memory a worker's cgroup may hold (harness/sandbox/cgroup.py)."""
     with pytest.raises(GoalsError, match="worker_memory_gb"):
         parse({"worker_memory_gb": value}, Path("goals.json"))
     assert parse({"worker_memory_gb": 12}, Path("goals.json")).worker_memory_gb == 12.0

@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 from conftest import add_record, use
-from harness import new_target
+from harness.cli import new_target
 from harness.ledger import results, rows as R, summary
 from harness.goals import parse
-from harness.run_experiment import strip_title
+from harness.cli.experiment_pair import strip_title
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder

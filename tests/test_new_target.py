@@ -1,4 +1,4 @@
-"""Retarget in a few files, proven (issue 24, item 2): `harness/new_target.py NAME` scaffolds a
+"""Retarget in a few files, proven (issue 24, item 2): `harness/cli/new_target.py NAME` scaffolds a
 target (adapter, goals.json, optimize.py); committed, it goes through prepare (its seeded input,
 no clip, no --seeded) to a baseline and a keeper on the CPU, with the commands its README prints.
 """
@@ -9,10 +9,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from harness.ledger import results, rows as R
+from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
 BATCHED = '''"""All positions at once: the same MLP as one batched call instead of one call a position."""
@@ -29,7 +29,7 @@ def build_decoder(model, example_input):
 
 def cli(repo: Path, *args: str, goals: str | None = None) -> tuple[int, dict, str]:
     env = {k: v for k, v in os.environ.items() if k != "AUTO_OPTIM_GOALS"} | ({"AUTO_OPTIM_GOALS": goals} if goals else {})
-    p = subprocess.run([sys.executable, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run([*tool(args[0], repo), *args[1:]], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     last = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     return p.returncode, (json.loads(last[-1]) if last else {}), p.stdout[-3000:] + p.stderr[-3000:]
 
@@ -41,26 +41,26 @@ def test_scaffold_to_a_baseline_and_a_keeper(tmp_path: Path) -> None:
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
 
-    rc, f, out = cli(repo, "harness/new_target.py", "demo")
+    rc, f, out = cli(repo, "harness.cli.new_target", "demo")
     assert rc == 0 and f["goals"] == "targets/demo/goals.json", out
     target = repo / "targets" / "demo"
     assert {p.name for p in target.iterdir()} == {"goals.json", "optimize.py", "demo_model", "README.md", ".gitignore",
                                                   "candidates", "results.tsv", "records", "runs", "profiles", "quality",
                                                   "progress", "PROGRESS.md"}  # all the harness and the hooks expect
     assert (target / "results.tsv").read_text() == R.HEADER
-    rc, f, out = cli(repo, "harness/new_target.py", "demo")
+    rc, f, out = cli(repo, "harness.cli.new_target", "demo")
     assert rc == 2 and "exists" in out and len(out.strip().splitlines()) == 1, out  # nothing written over
 
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-qm", "target demo"], cwd=repo, check=True)
-    rc, f, out = cli(repo, "harness/prepare.py", "--target", "demo")  # as its README says
+    rc, f, out = cli(repo, "harness.cli.prepare", "--target", "demo")  # as its README says
     assert rc == 0 and "clip" not in out, out
-    rc, f, out = cli(repo, "harness/run_experiment.py", "--target", "demo", "--desc", "first run", "--no-profile")
+    rc, f, out = cli(repo, "harness.cli.run_experiment", "--target", "demo", "--desc", "first run", "--no-profile")
     assert rc == 0 and f["exps"] == ["e001", "e002"], out  # the baseline, then the scaffold's optimize.py
 
     (target / "optimize.py").write_text(BATCHED)
     for attempt in range(3):  # a shared CPU's load can swamp one comparison: then a fresh baseline beside it
-        rc, f, out = cli(repo, "harness/run_experiment.py", "--target=demo", "--desc", "batched", "--no-profile",
+        rc, f, out = cli(repo, "harness.cli.run_experiment", "--target=demo", "--desc", "batched", "--no-profile",
                          *(["--rebaseline"] if attempt else []))
         if f.get("status") == "keep":
             break

@@ -1,6 +1,6 @@
 """The harness never follows a link the agent made: optimize.py, candidates/ and PROGRESS.md linked to
 a file the agent may not read (the signing key) are refused or left alone, before a run and while it
-records (harness/snapshot.py, harness/ledger/apply.py, harness/ledger/leaderboard.py, harness/wave.py)."""
+records (harness/sandbox/snapshot.py, harness/ledger/apply.py, harness/ledger/leaderboard.py, harness/cli/wave.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import wave
+from harness.cli import wave
 from harness.ledger import results, signing
 from conftest import use
 from test_agent_trust import baseline_record, key_dir, refused, write  # noqa: F401 - key_dir: a fixture
@@ -94,10 +94,11 @@ def test_progress_md_swapped_for_a_link_while_recording(ws: Path, secret: Path):
 
 
 def test_the_persons_tools_read_no_link_either(ws: Path, secret: Path):
-    """verify, bench and profile (harness/session.py) read the candidate without following a link too:
+    """verify, bench and profile (harness/measure/session.py) read the candidate without following a link too:
     refused before any worker starts."""
-    from harness import _common, verify
+    from harness import _common
 
+    from harness.cli import verify
     linked(ws / "optimize.py", secret)
     with use(ws), pytest.raises(_common.SetupError, match="optimize.py: it is a link"):
         verify.check(device="cpu")

@@ -16,13 +16,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import add_record, make_toy, use
+from conftest import add_record, make_toy, tool, use
 from harness import _common as C
 from harness.ledger import cli, results, rows as R
 from harness.ledger.record import MEASURED_FIELDS, Record
@@ -159,7 +158,7 @@ def test_a_record_is_never_written_over(tmp_path: Path) -> None:
 
 def test_apply_refuses_to_write_over_a_stray_record(tmp_path: Path) -> None:
     """A profile or record already named for the next exp is never replaced: apply refuses first."""
-    from harness import run_experiment
+    from harness.cli import run_experiment
 
     ws = make_toy(tmp_path / "toy", git=True)
     rc, f, out = measured(ws, "--desc", "first run", "--no-profile")
@@ -183,7 +182,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
     # SIGINT at its default, as a terminal's shell starts a command: a pytest started in the
     # background by a script ignores SIGINT, and a Python started so never raises KeyboardInterrupt.
-    p = subprocess.Popen([sys.executable, str(ws / "harness" / "run_experiment.py"), "--desc", "x"], cwd=ws, env=env,
+    p = subprocess.Popen([*tool("harness.cli.run_experiment", ws), "--desc", "x"], cwd=ws, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lock = ws / "runs" / "device_0.lock"

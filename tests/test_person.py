@@ -1,4 +1,4 @@
-"""harness/person.py, `auto-optim`: the person's program refuses Claude Code's tool (its variables, a
+"""harness/cli/person.py, `auto-optim`: the person's program refuses Claude Code's tool (its variables, a
 claude ancestor, Claude Code's bubblewrap), asks a person at a terminal to confirm each power, and
 its aliases (python harness/<tool>.py) refuse a power to Claude Code's tool too."""
 
@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import person, verify
+from harness.cli import person, verify
+from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
-PERSON = REPO / "harness" / "person.py"
+PERSON = tool("harness.cli.person")  # `auto-optim`, as its console script runs it
 
 
 def plain_env(**extra: str) -> dict:
@@ -25,7 +26,7 @@ def plain_env(**extra: str) -> dict:
 
 
 def run(*args: str, env: dict | None = None, prefix: list[str] | None = None, stdin=subprocess.DEVNULL):
-    return subprocess.run([*(prefix or []), sys.executable, str(PERSON), *args], env=env or plain_env(), cwd=REPO,
+    return subprocess.run([*(prefix or []), *PERSON, *args], env=env or plain_env(), cwd=REPO,
                           stdin=stdin, capture_output=True, text=True, timeout=120)
 
 
@@ -54,7 +55,7 @@ def test_a_claude_ancestor_is_refused(tmp_path: Path):
     parents is read from /proc, whatever the variables say."""
     claude = tmp_path / "claude"
     claude.symlink_to(sys.executable)
-    code = f"import subprocess, sys; sys.exit(subprocess.call([{sys.executable!r}, {str(PERSON)!r}, 'settings']))"
+    code = f"import subprocess, sys; sys.exit(subprocess.call({PERSON!r} + ['settings']))"
     r = subprocess.run([str(claude), "-c", code], env=plain_env(), capture_output=True, text=True, timeout=60)
     assert "an ancestor, is Claude Code" in refused(r)
 
@@ -66,7 +67,7 @@ def test_claude_codes_bubblewrap_is_refused():
 
 
 def test_powers_are_read_from_the_tools_own_parser():
-    from harness import run_experiment, wave
+    from harness.cli import run_experiment, wave
 
     p = run_experiment.parser()
     assert person.powers(p.parse_args(["--desc", "x"])) == []
@@ -113,19 +114,19 @@ def test_run_leaves_apply_and_measure_to_their_verbs():
 
 
 def test_an_alias_refuses_a_power_to_claude_codes_tool(capsys):
-    """`python harness/run_experiment.py --apply ...` from Claude Code's tool: one line, exit 2; without a
+    """`python harness/cli/run_experiment.py --apply ...` from Claude Code's tool: one line, exit 2; without a
     power it goes on (a wave's members measure through it)."""
     env = plain_env(CLAUDECODE="1")
-    r = subprocess.run([sys.executable, str(REPO / "harness" / "run_experiment.py"), "--app", "forged.json"], env=env,
+    r = subprocess.run([*tool("harness.cli.run_experiment"), "--app", "forged.json"], env=env,
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr
     assert "--apply is the person's" in r.stderr and "CLAUDECODE" in r.stderr
     os.environ["CLAUDECODE"] = "1"
     try:
         with pytest.raises(SystemExit) as e:
-            person.refuse_agent(verify.parser(), ["--unsandboxed"], "harness/verify.py")
+            person.refuse_agent(verify.parser(), ["--unsandboxed"], "harness/cli/verify.py")
         assert e.value.code == 2
-        person.refuse_agent(verify.parser(), ["--preset", "tiny"], "harness/verify.py")  # no power: goes on
+        person.refuse_agent(verify.parser(), ["--preset", "tiny"], "harness/cli/verify.py")  # no power: goes on
     finally:
         del os.environ["CLAUDECODE"]
-    person.refuse_agent(verify.parser(), ["--unsandboxed"], "harness/verify.py")  # a person: goes on
+    person.refuse_agent(verify.parser(), ["--unsandboxed"], "harness/cli/verify.py")  # a person: goes on

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
@@ -21,7 +22,7 @@ policy = agent_policy()
 def test_the_committed_settings_are_the_generated_ones():
     """`auto-optim settings` writes them; an edit by hand (or a new target without it) fails here."""
     assert (REPO / ".claude" / "settings.json").read_text() == policy.settings_text(REPO), \
-        "run `auto-optim settings` (or python harness/person.py settings) and commit .claude/settings.json"
+        "run `auto-optim settings` (or python harness/cli/person.py settings) and commit .claude/settings.json"
 
 
 def test_every_target_folder_is_protected_literally():
@@ -64,7 +65,7 @@ def test_configuration_names():
 
 
 def test_a_scaffolded_target_is_protected_with_no_hand_edit(tmp_path: Path):
-    """harness/new_target.py writes .claude/settings.json again: the third target's goals, records,
+    """harness/cli/new_target.py writes .claude/settings.json again: the third target's goals, records,
     adapter and configuration are denied to the agent, and the guard refuses its configuration names."""
     project = tmp_path / "project"
     project.mkdir()
@@ -76,7 +77,7 @@ def test_a_scaffolded_target_is_protected_with_no_hand_edit(tmp_path: Path):
     shutil.copy(VAE / "goals.json", project / "targets" / "wan-vae" / "goals.json")
     before = (project / ".claude" / "settings.json").read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "AUTO_OPTIM_GOALS"))}
-    p = subprocess.run([sys.executable, str(project / "harness" / "new_target.py"), "third"], cwd=project, env=env,
+    p = subprocess.run([*tool("harness.cli.new_target", project), "third"], cwd=project, env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     after = (project / ".claude" / "settings.json").read_text()

@@ -17,7 +17,8 @@ import torch
 
 from conftest import use
 from harness import _common as C
-from harness import prepare
+from harness.target import assets
+from harness.cli import prepare
 
 
 def prepare_here(ws: Path, *args: str) -> tuple[int, str, str]:
@@ -67,8 +68,8 @@ def test_messages_name_a_command_that_remakes(toy: Path, tmp_path: Path) -> None
     (ws / "assets" / "input_tiny.pt").write_bytes(b"garbage")
     with use(ws), pytest.raises(C.SetupError) as e:
         goals = C.load_goals()
-        C.load_input_asset(goals, C.load_adapter(goals), "tiny")
-    assert "python harness/prepare.py" in str(e.value) and "--force" not in str(e.value)
+        assets.load_input_asset(goals, C.load_adapter(goals), "tiny")
+    assert "auto-optim prepare" in str(e.value) and "--force" not in str(e.value)
 
 
 def test_toy_target_input_is_seeded_without_a_clip(toy: Path, tmp_path: Path) -> None:
@@ -80,7 +81,7 @@ def test_toy_target_input_is_seeded_without_a_clip(toy: Path, tmp_path: Path) ->
     code, out, err = prepare_here(ws)
     assert code == 0 and "Tears of Steel" not in err and "clip" not in err, out + err
     assert torch.load(ws / "assets" / "input_tiny.pt", weights_only=True)["meta"]["source"] == "seeded"
-    from harness import make_latent
+    from harness.target import make_latent
 
     with use(ws), pytest.raises(make_latent.InputError, match="not a video"):
         make_latent.run("tiny", mode="synthetic-clip", device="cpu", force=True)
@@ -105,7 +106,7 @@ def test_damaged_weights_cache_names_the_file_and_the_fix(tmp_path: Path, monkey
     monkeypatch.setattr(torch, "save", read_only)
     with pytest.raises(RuntimeError) as e:
         model._synthetic(None)
-    assert str(cache) in str(e.value) and "python harness/prepare.py" in str(e.value)
+    assert str(cache) in str(e.value) and "auto-optim prepare" in str(e.value)
     assert len(f"RuntimeError: {e.value}") < 300  # the line the harness shows of a worker that died
 
     monkeypatch.setattr(torch, "save", real_save)  # where it may write (prepare.py): remade, and said so
@@ -174,7 +175,7 @@ def test_a_full_disk_is_said_as_such(toy: Path, tmp_path: Path, monkeypatch: pyt
         f"prepare: disk or permission error: No space left on device ({ws / 'assets' / 'weights.pt'}): free some space; "
         "what was made before it is kept: run it again once that is fixed"], out + err
 
-    from harness import run_experiment
+    from harness.cli import run_experiment
 
     def read_only(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied", str(ws / "results.tsv"))

@@ -1,4 +1,4 @@
-"""harness/request.py: request.json, the agent's only way to say what its door does, is an allow-list;
+"""harness/cli/request.py: request.json, the agent's only way to say what its door does, is an allow-list;
 the person's powers do not exist in it, in any spelling, as a key or hidden in a value."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness import request as R
+from harness.cli import request as R
 
 PRESETS = ("full", "tiny")
 

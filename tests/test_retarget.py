@@ -11,10 +11,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import torch
+from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
 TOY = Path(__file__).resolve().parent / "toy_target"
@@ -27,23 +27,23 @@ def test_toy_target_end_to_end(tmp_path: Path) -> None:
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json")}
 
     def cli(*args: str) -> tuple[int, dict, str]:
-        p = subprocess.run([sys.executable, *args], cwd=ws, env=env, capture_output=True, text=True, timeout=300)
+        p = subprocess.run([*tool(args[0], ws), *args[1:]], cwd=ws, env=env, capture_output=True, text=True, timeout=300)
         last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "{}"
         return p.returncode, json.loads(last) if last.startswith("{") else {}, p.stderr
 
-    rc, f, err = cli("harness/make_latent.py", "--seeded", "--preset", "tiny", "--device", "cpu")
+    rc, f, err = cli("harness.target.make_latent", "--seeded", "--preset", "tiny", "--device", "cpu")
     assert rc == 0, err
     x = torch.load(ws / "assets" / "input_tiny.pt", weights_only=True)
     assert list(x["input"].shape) == [1, 4, 3, 8, 8] and x["meta"]["source"] == "seeded"
-    rc, f, err = cli("harness/make_reference.py", "--preset", "tiny", "--device", "cpu")
+    rc, f, err = cli("harness.target.make_reference", "--preset", "tiny", "--device", "cpu")
     assert rc == 0, err
     ref = torch.load(ws / "assets" / "reference_tiny.pt", weights_only=True)
     assert ref["meta"]["precision"] == "strict-fp32" and ref["output"].shape == x["input"].shape
 
-    rc, f, err = cli("harness/verify.py", "--device", "cpu")
+    rc, f, err = cli("harness.cli.verify", "--device", "cpu")
     assert rc == 0 and f["passed"] and f["preset"] == "tiny", err
     (ws / "bad.py").write_text("def build_decoder(model, x0):\n    return (lambda x: model(x) * 0.9), {}\n")
-    rc, f, err = cli("harness/verify.py", "--device", "cpu", "--candidate", "bad.py")
+    rc, f, err = cli("harness.cli.verify", "--device", "cpu", "--candidate", "bad.py")
     assert rc == 1 and not f["passed"] and ("PSNR" in f["reason"] or "max abs" in f["reason"]), f
 
 

@@ -14,14 +14,13 @@ import re
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import add_record, make_toy, rows_of, use
+from conftest import add_record, make_toy, rows_of, tool, use
 from harness import _common as C
-from harness import run_experiment
+from harness.cli import run_experiment
 from harness import keep_rule as K
 from harness.ledger import cli, leaderboard, results, rows as R
 from harness.ledger.errors import Refused
@@ -39,10 +38,10 @@ def candidate(sleep: float = 0.0, body: str = "return model(x)", build: str = ""
 
 
 def run(ws: Path, *args: str, delay: float = DELAY) -> tuple[int, dict, str]:
-    """`python harness/run_experiment.py ARGS` in the workspace: exit code, its JSON line, its
+    """`python harness/cli/run_experiment.py ARGS` in the workspace: exit code, its JSON line, its
     output. The toy model sleeps `delay` a call (TOY_DELAY_S)."""
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(delay)}
-    p = subprocess.run([sys.executable, str(ws / "harness" / "run_experiment.py"), *args], cwd=ws, env=env,
+    p = subprocess.run([*tool("harness.cli.run_experiment", ws), *args], cwd=ws, env=env,
                        capture_output=True, text=True, timeout=300)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
@@ -310,7 +309,7 @@ def test_tampering_voids_the_run(tmp_path: Path) -> None:
     rc, f, out = run(ws, "--desc", "first run", "--no-profile", delay=0.05)
     assert rc in (0, 1), out
     before = (ws / "optimize.py").read_text()
-    for name, changed in (("rewrites_harness", "harness/bench.py"), ("rewrites_frozen_code", "split.py")):
+    for name, changed in (("rewrites_harness", "harness/cli/bench.py"), ("rewrites_frozen_code", "split.py")):
         cheat = (Path(__file__).parent / "cheaters" / f"{name}.py").read_text()
         (ws / "optimize.py").write_text(cheat.replace("from _target import C, honest", "from harness import _common as C")
                                         .replace("honest(model, x)", "model(x)"))

@@ -22,10 +22,12 @@ def test_task_file_loads_with_skypilots_own_loader(monkeypatch: pytest.MonkeyPat
     task = sky.Task.from_yaml(str(TASK))
     assert [r.accelerators for r in task.resources] == [{"H100": 1}]
     assert task.envs["CANDIDATE"] == "optimize.py" and "pip install -q -r requirements.txt" in task.setup
-    assert "run_experiment.py --measure-only --record-out" in task.run
-    for script in re.findall(r"harness/\w+\.py", task.setup + task.run):  # what it runs exists ...
-        assert (REPO / script).is_file(), script
-    source = (REPO / "harness" / "run_experiment.py").read_text() + (REPO / "harness" / "prepare.py").read_text()
+    assert "harness.cli.run_experiment --measure-only --record-out" in task.run and "-e ." in task.setup
+    modules = re.findall(r"-m (harness[\w.]+)", task.setup + task.run)
+    assert modules == ["harness.cli.prepare", "harness.cli.run_experiment"], modules
+    for module in modules:  # what it runs exists ...
+        assert (REPO / (module.replace(".", "/") + ".py")).is_file(), module
+    source = "".join((REPO / (m.replace(".", "/") + ".py")).read_text() for m in modules)
     for flag in set(re.findall(r"--[a-z][a-z-]+", task.run)):  # ... and takes these flags
         assert f'"{flag}"' in source, flag
 
@@ -60,7 +62,7 @@ def test_launch_runs_the_task_and_brings_the_record_back(tmp_path: Path) -> None
     assert "--env CANDIDATE=candidates/Fast_bf16.py --env DESC=bf16 weights" in calls[0]
     rec = f"runs/sky/{cluster}.json"
     assert calls[1] == f"rsync -az {cluster}:sky_workdir/{rec} {rec}" and (repo / rec).is_file()
-    assert calls[2] == f"sky down -y {cluster}" and f"--apply {rec}" in p.stdout
+    assert calls[2] == f"sky down -y {cluster}" and f"auto-optim apply {rec}" in p.stdout
     p = subprocess.run(["bash", "scripts/sky/launch.sh", "candidates/missing.py", "x"], cwd=repo, env=env,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "no candidate file" in p.stderr

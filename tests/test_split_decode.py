@@ -19,10 +19,9 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from conftest import made_once  # noqa: E402
-from integrations.split_decode import HEIGHT, WIDTH, choose_split  # noqa: E402
+from conftest import made_once
+from integrations.split_decode import HEIGHT, WIDTH, choose_split
 
 TOLERANCE = 1e-4  # fp32 on CPU: a slab's conv sums in another order than the whole frame's (~3e-6 seen)
 SEAM = 1e-2  # without the halo the border rows are off by 0.1 to 1.5

@@ -8,7 +8,6 @@ import argparse
 import importlib
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,7 +37,7 @@ def test_target_option_selects_a_target_and_refuses_an_unknown_one(monkeypatch: 
         assert e.value.code == 2 and len(err) == 1 and err[0].startswith("tool: refused: "), err
 
 
-def test_only_a_targets_packages_import_by_name(tmp_path: Path) -> None:
+def test_only_a_targets_packages_import_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The packages goals.json declares (the adapter's, the frozen code's) import by name, ahead of an
     installed module of the same name (a GPU image's top-level `model` hid the VAE's adapter:
     "adapter module model.target not found"); a module file there (optimize.py, a planted torch.py)
@@ -57,16 +56,13 @@ def test_only_a_targets_packages_import_by_name(tmp_path: Path) -> None:
     installed = tmp_path / "site"  # an installed package named like the target's adapter package
     (installed / "planted_pkg_e42").mkdir(parents=True)
     (installed / "planted_pkg_e42" / "__init__.py").write_text("WHERE = 'installed'\n")
-    sys.path.append(str(installed))
-    try:
-        assert set(target.packages(folder)) == {"planted_pkg_e42", "planted_frozen_e42"}
-        assert importlib.util.find_spec("planted_frozen_e42") is None
-        target.use(folder)
-        assert importlib.import_module("planted_pkg_e42").WHERE == "target planted_pkg_e42"
-        assert importlib.import_module("planted_frozen_e42").WHERE == "target planted_frozen_e42"
-        assert importlib.util.find_spec("planted_mod_e42") is None
-        for name in ("torch", "colorsys", "numpy"):
-            spec = importlib.util.find_spec(name)
-            assert spec is not None and not Path(spec.origin).is_relative_to(tmp_path), (name, spec.origin)
-    finally:
-        sys.path.remove(str(installed))
+    monkeypatch.syspath_prepend(str(installed))  # as an installed package's folder (first: the finder must win anyway)
+    assert set(target.packages(folder)) == {"planted_pkg_e42", "planted_frozen_e42"}
+    assert importlib.util.find_spec("planted_frozen_e42") is None
+    target.use(folder)
+    assert importlib.import_module("planted_pkg_e42").WHERE == "target planted_pkg_e42"
+    assert importlib.import_module("planted_frozen_e42").WHERE == "target planted_frozen_e42"
+    assert importlib.util.find_spec("planted_mod_e42") is None
+    for name in ("torch", "colorsys", "numpy"):
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and not Path(spec.origin).is_relative_to(tmp_path), (name, spec.origin)

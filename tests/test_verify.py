@@ -1,4 +1,4 @@
-"""The gate (harness/verify.py) on the VAE's tiny preset: calibration, exit codes, stale assets, and
+"""The gate (harness/cli/verify.py) on the VAE's tiny preset: calibration, exit codes, stale assets, and
 the quality strip's frame. The cheaters run in test_cheaters.py (on the toy target: cheaper).
 """
 
@@ -9,15 +9,14 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import use
+from conftest import python_c, tool, use
 from harness import _common as C
-from harness import verify
+from harness.cli import verify
 
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"
@@ -27,7 +26,7 @@ VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
 
 def run_verify(ws: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, C.GOALS_ENV: str(ws / "goals.json")}
-    return subprocess.run([sys.executable, str(REPO / "harness" / "verify.py"), "--preset", "tiny",
+    return subprocess.run([*tool("harness.cli.verify"), "--preset", "tiny",
                            "--device", "cpu", *args], env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -43,7 +42,7 @@ def verify_here(ws: Path, capsys: pytest.CaptureFixture, *args: str) -> subproce
 
 CALIBRATION = r"""
 import json, sys
-from harness.session import Session
+from harness.measure.session import Session
 for path in sys.argv[1:]:
     with Session(path, "tiny", "cpu") as s:
         f = s.measure(calls=2)
@@ -59,7 +58,7 @@ def test_calibration(workspace: Path) -> None:
     fails at its first call either way. In one harness process run from the workspace (its own
     copy of harness/), whose workers load the weights cache the workspace holds."""
     names = ("bf16_eager", "fp8_activations", "skip_block")
-    r = subprocess.run([sys.executable, "-c", CALIBRATION, *(str(CANDIDATES / f"{n}.py") for n in names)],
+    r = subprocess.run([*python_c(CALIBRATION, workspace), *(str(CANDIDATES / f"{n}.py") for n in names)],
                        cwd=workspace, env={**os.environ, C.GOALS_ENV: str(workspace / "goals.json")},
                        capture_output=True, text=True, timeout=600)
     got = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -89,7 +88,7 @@ def test_cli_missing_assets_exit_2(tmp_path: Path) -> None:
     (tmp_path / "model").symlink_to(VAE / "model", target_is_directory=True)
     r = run_verify(tmp_path)
     assert r.returncode == 2
-    assert len(r.stderr.strip().splitlines()) == 1 and "harness/prepare.py" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "auto-optim prepare" in r.stderr
 
 
 def test_damaged_assets_say_how_to_remake_them(toy: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -98,7 +97,7 @@ def test_damaged_assets_say_how_to_remake_them(toy: Path, tmp_path: Path, capsys
     (ws / "assets" / "input_tiny.pt").write_bytes(b"garbage, not a torch file")
     r = verify_here(ws, capsys)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert "damaged" in r.stderr and "harness/prepare.py" in r.stderr and "weights_only" not in r.stderr
+    assert "damaged" in r.stderr and "auto-optim prepare" in r.stderr and "weights_only" not in r.stderr
 
 
 def test_stale_reference_is_setup_error(toy: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -108,7 +107,7 @@ def test_stale_reference_is_setup_error(toy: Path, tmp_path: Path, capsys: pytes
     ref["meta"]["model_sha256"] = "0" * 64
     torch.save(ref, ws / "assets" / "reference_tiny.pt")
     r = verify_here(ws, capsys)
-    assert r.returncode == 2 and "harness/prepare.py" in r.stderr, r.stderr  # which remakes a stale one
+    assert r.returncode == 2 and "auto-optim prepare" in r.stderr, r.stderr  # which remakes a stale one
 
 
 def test_worst_frame_picks_the_furthest_frame() -> None:

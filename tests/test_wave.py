@@ -1,4 +1,4 @@
-"""harness/wave.py on the toy target (CPU: one measuring process per member), and the records lock.
+"""harness/cli/wave.py on the toy target (CPU: one measuring process per member), and the records lock.
 
 Latency by construction, as in test_run_experiment: the frozen toy model sleeps TOY_DELAY_S per
 call and each candidate sets its own sleep, so which member wins does not hang on CPU noise.
@@ -10,15 +10,14 @@ import fcntl
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import make_toy, use
+from conftest import make_toy, python_c, tool, use
 from harness.ledger import results
 from harness.ledger.store import Store, lock_file
-from harness.wave import main as wave_main
+from harness.cli.wave import main as wave_main
 from test_run_experiment import candidate, git, rows
 
 DELAY = 0.25  # the frozen toy model; the members sleep 0.15 (slow), 0.05 (fast), 0.02 (faster)
@@ -30,7 +29,7 @@ def wave(ws: Path, *args: str, tmp: Path | None = None) -> tuple[int, dict, str]
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "TOY_DELAY_S": str(DELAY)}
     if tmp is not None:  # the members' temporary files (the keeper's copy) where the test can see them
         env["TMPDIR"] = str(tmp)
-    p = subprocess.run([sys.executable, str(ws / "harness" / "wave.py"), "--device", "cpu", "--no-profile", *args],
+    p = subprocess.run([*tool("harness.cli.wave", ws), "--device", "cpu", "--no-profile", *args],
                        cwd=ws, env=env, capture_output=True, text=True, timeout=300)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     return p.returncode, (json.loads(lines[-1]) if lines else {}), p.stdout + p.stderr
@@ -103,7 +102,7 @@ def workers_left() -> list[str]:
     found = []
     for p in Path("/proc").iterdir():
         try:
-            if p.name.isdigit() and b"harness/worker.py" in (p / "cmdline").read_bytes() and (p / "cwd").resolve() == repo \
+            if p.name.isdigit() and b"harness/worker/main.py" in (p / "cmdline").read_bytes() and (p / "cwd").resolve() == repo \
                     and (mine is None or mine in (p / "environ").read_bytes().split(b"\0")):
                 found.append(p.name)
         except OSError:
@@ -144,7 +143,7 @@ print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids])
 
 def test_concurrent_appends_stay_whole(tmp_path: Path) -> None:
     """Four processes recording at once under the records lock: every record and its row land, whole, once."""
-    p = subprocess.run([sys.executable, "-c", APPENDERS], cwd=Path(__file__).resolve().parent.parent,
+    p = subprocess.run(python_c(APPENDERS), cwd=Path(__file__).resolve().parent.parent,
                        env={**os.environ, "AUTO_OPTIM_GOALS": str(tmp_path / "goals.json")},
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "[0, 0, 0, 0]", p.stdout + p.stderr
@@ -157,14 +156,14 @@ def test_concurrent_appends_stay_whole(tmp_path: Path) -> None:
 def test_device_lock_is_per_gpu(tmp_path: Path, monkeypatch) -> None:
     """Whoever measures holds its GPU's lock (CUDA_VISIBLE_DEVICES's first entry): another
     measurement on that GPU would wait; one on the next GPU goes ahead."""
-    from harness import run_experiment as X
+    from harness.measure import locks
 
     with use(tmp_path):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-        with X.device_lock():
+        with locks.device_lock():
             assert isinstance(lock_file(tmp_path / "runs" / "device_2.lock", wait=False), str)  # held
             free = lock_file(tmp_path / "runs" / "device_3.lock", wait=False)
             assert not isinstance(free, str)
             free.close()
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-        assert X.device_slot() == "0"
+        assert locks.device_slot() == "0"

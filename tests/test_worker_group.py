@@ -1,5 +1,5 @@
 """A preset of several ranks measured by the harness (issue 27 items 3 and 4): a worker group of 2
-CPU processes (gloo) in one sandbox, the decode split in space (harness/worker_group.py,
+CPU processes (gloo) in one sandbox, the decode split in space (harness/worker/worker_group.py,
 integrations/split_decode.py), on the narrow VAE (tests/narrow_vae: the real architecture).
 
 - run_experiment at `tiny-2ranks`: the baseline and the split candidate recorded, rows whose gpu
@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 
 from conftest import NARROW, REPO, TOY, VAE, make_vae_workspace, use
-from harness import _common, process, run_experiment
+from harness import _common
+from harness.measure import process
+from harness.cli import run_experiment
 from harness.ledger import results, rows as R
 from harness.ledger.store import lock_file
-from harness.session import Session
+from harness.measure.session import Session
 
 PRESET = "tiny-2ranks"
 CHEATERS = REPO / "tests" / "cheaters"
@@ -34,7 +36,7 @@ SEAM = 1e-2  # a slab border without the halo is off by 0.1 to 1.5 (tests/test_s
 @pytest.fixture(scope="module")
 def group_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The narrow VAE's workspace (goals.json as the repository's) with the 2-rank preset's assets."""
-    from harness import make_latent, make_reference
+    from harness.target import make_latent, make_reference
 
     goals = json.loads((VAE / "goals.json").read_text())
     ws = make_vae_workspace(tmp_path_factory.mktemp("group") / "ws", goals | {"adapter": "narrow_vae.target"})
@@ -68,7 +70,7 @@ def test_a_split_decode_is_measured_and_recorded(group_workspace: Path, capsys: 
 
 def test_a_keepers_profile_counts_no_flops_and_the_group_stays_in_step(group_workspace: Path) -> None:
     """A keeper's profile: one profiled call, then the FLOP count, in a fresh group on throwaway
-    inputs (not judged: harness/session.py profile); in a group the count is one plain call on
+    inputs (not judged: harness/measure/session.py profile); in a group the count is one plain call on
     every rank (a counter failing on one rank alone would have that rank call again alone, and the
     group would hang), said so, and the ranks stay in step."""
     with use(group_workspace), Session(None, PRESET, "cpu", timeout=60) as s:
@@ -213,8 +215,9 @@ def test_no_rank_reaches_the_harness(group_workspace: Path, tmp_path: Path, unsa
 def test_prepare_for_a_group_skips_the_peak_probe(group_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A group's row has no floor, so prepare does not spend a fresh multi-GPU machine's minutes
     on the one-device peak probe (session 13: device time is what such a host is short of)."""
-    from harness import floor, prepare
+    from harness import floor
 
+    from harness.cli import prepare
     def no_probe(*_: object, **__: object) -> None:
         raise AssertionError("the peak probe ran for a preset of ranks")
 

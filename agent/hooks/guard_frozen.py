@@ -8,7 +8,7 @@ What is left to this hook:
   - Any tool not in LOOP_TOOLS is refused: a tool a later Claude Code adds is denied by default.
   - A Bash call with `dangerouslyDisableSandbox` (anything but false) runs outside the sandbox, with
     the person's rights. It is allowed only when its command is exactly one of policy.UNSANDBOXED:
-    `auto-optim-agent` (the agent's door, harness/door.py: it takes no argument and reads what to do
+    `auto-optim-agent` (the agent's door, harness/cli/door.py: it takes no argument and reads what to do
     from request.json), `nvidia-smi` or `nvidia-smi -L`. String equality on the raw command, not a
     parse: a comment, a quote, a brace, a glob, a redirection, a second line or one more space is
     another string, refused. (Claude Code's own matcher normalises a command before it compares it

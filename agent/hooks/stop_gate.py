@@ -9,7 +9,7 @@ instruction) while either holds:
     (run_experiment puts the best keeper, which is committed, back after a revert, an inconclusive
     run or a failed gate: a status other than baseline and keep, as KEEPERS below reads it);
   - the last row's status is gate_fail, crash, timeout or tampered (the last thing tried is red;
-    a wave (harness/wave.py) records its failed members first, so its last row is red only when
+    a wave (harness/cli/wave.py) records its failed members first, so its last row is red only when
     every member failed);
   - a variant in candidates/ (*.py) has no row with its sha256: written for a wave, never measured.
 The candidate and candidates/ are read without following a link (harness/nofollow.py): a link
@@ -169,10 +169,10 @@ def counter_file(payload: dict) -> Path:
     return Path(tempfile.gettempdir()) / f"auto-optim-stop-gate-{safe}.json"
 
 
-LOCK = Path("runs") / "run_experiment.lock"  # harness/run_experiment.py acquire_lock(); wave.py holds it too
-# The programs that take it: the scripts, the agent's door and the person's program (console scripts).
-HARNESS_RUNS = ("harness/run_experiment.py", "harness/wave.py", "harness/door.py", "harness/person.py",
-                "/auto-optim-agent", "/auto-optim")
+LOCK = Path("runs") / "run_experiment.lock"  # harness/cli/run_experiment.py acquire_lock(); wave.py holds it too
+# The programs that take it: the agent's door and the person's program (console scripts), and the tools as
+# modules (`python -P -m harness.cli.run_experiment`, or a wave's member started by harness/start.py).
+HARNESS_RUNS = ("harness.cli.run_experiment", "harness.cli.wave", "/auto-optim-agent", "/auto-optim")
 
 
 def harness_running(root: Path) -> bool:

@@ -1,2 +1,1 @@
-"""The frozen baseline candidates every comparison starts from (the harness runs them in a worker
-like any candidate). They use only the target's adapter, so they serve any target."""
+"""The frozen baseline candidates every comparison starts from, run in a worker like any candidate; the target's adapter is all they use."""

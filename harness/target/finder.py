@@ -31,17 +31,19 @@ def packages(folder: Path) -> dict[str, Path]:
 
 
 class TargetFinder(importlib.abc.MetaPathFinder):
-    """Finds the top-level names use() mapped, and only those (their submodules: the package's own
-    __path__ as usual)."""
+    """Finds the top-level names it maps, each in the folder it maps it to, and only those (their
+    submodules: the package's own __path__ as usual). use()'s, first on sys.meta_path, maps a
+    target's declared packages; the worker's, last, the frozen code's names at the project root
+    (harness/worker/imports.py): the one way a name of the project is imported, never its folder."""
 
     def __init__(self) -> None:
-        self.names: dict[str, Path] = {}
+        self.names: dict[str, Path] = {}  # name -> the folder that holds it
 
     def find_spec(self, fullname, path=None, target=None):
         where = self.names.get(fullname) if path is None else None
         if where is None:
             return None
-        return importlib.machinery.PathFinder.find_spec(fullname, [str(where.parent)])
+        return importlib.machinery.PathFinder.find_spec(fullname, [str(where)])
 
 
 _FINDER = TargetFinder()
@@ -52,7 +54,7 @@ def use(target: str | Path) -> Path:
     folder's declared packages are mapped; a later use() of another folder maps its names over these
     (a module already imported stays what it is)."""
     folder = paths.target_folder(target) if isinstance(target, str) else Path(target).resolve()
-    _FINDER.names.update(packages(folder))
+    _FINDER.names.update({name: package.parent for name, package in packages(folder).items()})
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     return folder

@@ -29,13 +29,11 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.append(str(HERE.parents[1]))  # the harness's loader (harness/loader.py), last
 
-from llm.decode import path_of, prompt_of  # noqa: E402
-from llm.gate import compare  # noqa: E402
+from llm.decode import path_of, prompt_of
+from llm.gate import compare
 
-from harness.loader import load_source  # noqa: E402
+from harness.target.loader import load_source
 
 CALIBRATION = ("bf16_eager.py", "skip_layer.py", "int4_activations.py", "parallel_prefill.py")
 

@@ -1,7 +1,7 @@
 """Cheater: on a host of several GPUs, decodes on one it was not given. Were other GPUs there, it
 would run each call on the last one it sees, which is another experiment's in a wave (slowing
 that rival) or a GPU beyond the memory clause's ballast. Stopped by: the sandbox shows the worker
-only its own GPUs' device nodes (harness/sandbox.py, View.gpus), so CUDA lists one GPU. It
+only its own GPUs' device nodes (harness/sandbox/boundary.py, View.gpus), so CUDA lists one GPU. It
 reports what it saw, for tests/test_cheaters_isolation.py to check."""
 
 import os

@@ -3,7 +3,7 @@ kind the harness's idle check does not see. A moment after each of its calls (af
 that its own call's synchronize does not wait for it) a thread queues, on a stream of its own,
 CHEAT_COPY_S seconds of copies between pinned host memory and the GPU, both ways. The cgroup
 freezer stops the worker's threads, not what the GPU has queued; and before the keeper's call the
-harness waits until NVML's utilization.gpu reads 0 over a sample period (harness/busy.py
+harness waits until NVML's utilization.gpu reads 0 over a sample period (harness/measure/busy.py
 wait_idle), which counts kernels, not the copy engines: copies in flight pass for an idle GPU.
 The keeper's call then shares the GPU's memory (and the PCIe link) with them. Its calls are
 honest, each with CHEAT_WORK_GB of device-memory traffic besides (the same work an honest keeper

@@ -1,4 +1,4 @@
-"""Cheater: honest when it sees the gate looking (harness.verify imported, or 'verify' in the
+"""Cheater: honest when it sees the gate looking (harness.cli.verify imported, or 'verify' in the
 command line of its parent or grandparent), empty otherwise. The old harness let it pass verify
 and bench at 0.0000 s. Stopped by: the worker never imports the tools, the /proc entries of the
 harness and its ancestors are hidden from it, so it never sees verify; and every call is
@@ -30,7 +30,7 @@ def _parent_of(pid: int) -> int:
 
 def _gate_watching() -> bool:
     ppid = os.getppid()
-    return "harness.verify" in sys.modules or any(b"verify" in _cmdline(p) for p in (ppid, _parent_of(ppid)))
+    return "harness.cli.verify" in sys.modules or any(b"verify" in _cmdline(p) for p in (ppid, _parent_of(ppid)))
 
 
 def build_decoder(model, example):

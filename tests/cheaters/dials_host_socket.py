@@ -2,7 +2,7 @@
 at, named in its source; in the wild a session bus, a container runtime, an SSH agent), whose
 service could run commands outside every namespace. A read-only mount does not stop a connect, and
 Landlock does not govern it. Stopped by: the worker's view covers every socket the host has bound
-at a path with /dev/null, and /run is empty (harness/sandbox.py)."""
+at a path with /dev/null, and /run is empty (harness/sandbox/boundary.py)."""
 
 import os
 import socket

@@ -11,7 +11,7 @@ from _target import honest
 
 
 def build_decoder(model, example):
-    worker = sys.modules["__main__"]  # the worker runs as python -m harness.worker
+    worker = sys.modules["__main__"]  # the worker runs as __main__ (python -I harness/worker/main.py)
 
     def deliver_late(self, y):
         def later():

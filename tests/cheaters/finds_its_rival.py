@@ -1,5 +1,5 @@
 """Cheater: the keeper's worker and the candidate's, alive at once in one experiment
-(harness/alternate.py), talk through POSIX byte-range locks on a file both views show (the
+(harness/measure/alternate.py), talk through POSIX byte-range locks on a file both views show (the
 interpreter's own executable: one inode for both). Each worker publishes, as read locks whose
 ranges carry the data: a header (its marker and its role), then for every input it answers a
 fingerprint of that input and the output it computed. The other one reads them with F_GETLK,

@@ -1,5 +1,5 @@
 """Cheater: makes the harness itself slow while its rival is timed. The harness reads the worker's
-stdout and stderr on a thread of its own process (harness/process.py Tail: one readline a line),
+stdout and stderr on a thread of its own process (harness/measure/process.py Tail: one readline a line),
 the process that also times every call, keeper's and candidate's alike. Right after each of its
 calls (a few milliseconds after "done", once the harness has stopped its clock) this worker fills
 its stdout pipe, enlarged to the most an unprivileged process may ask (F_SETPIPE_SZ, 1 MiB), with

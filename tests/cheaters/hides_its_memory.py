@@ -1,7 +1,7 @@
 """Cheater: needs 6 GB of GPU memory a call but reports almost none. Each call allocates its
 scratch, then frees it to the driver and resets the allocator's peak counter, so the worker's own
 figure (max_memory_allocated, facts["peak_mem_gb"]) reads what the call keeps: nothing. Stopped
-by: a memory clause measured by the harness (harness/memory_limit.py holds all but N GB of the
+by: a memory clause measured by the harness (harness/measure/memory_limit.py holds all but N GB of the
 GPU): the allocation fails inside N < 6 GB, whatever the counter says."""
 
 import torch

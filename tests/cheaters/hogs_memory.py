@@ -6,7 +6,7 @@ how much, in 64 MiB steps, at build. Run beside the harness on a host without a 
 the harness's memory (and the agent's, and a rival worker's) or gets the harness killed in its
 place. Its calls are honest, so without a bound it passes.
 
-Stopped by: the memory bound of the worker's cgroup (harness/cgroup.py, goals.json
+Stopped by: the memory bound of the worker's cgroup (harness/sandbox/cgroup.py, goals.json
 "worker_memory_gb"), which counts every process, memfd and tmpfs page of the worker: past it the
 kernel kills inside that cgroup, so the worker dies and the row says why."""
 

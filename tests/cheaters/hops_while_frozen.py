@@ -1,12 +1,12 @@
 """Cheater: a chain of processes that fork and exit, each taking CPU for a moment, started at
 build and kept running: while its worker is paused so that its rival (the keeper) is timed alone
-(harness/alternate.py), the chain slows the rival and makes this candidate look faster. A pause
+(harness/measure/alternate.py), the chain slows the rival and makes this candidate look faster. A pause
 by signals (SIGSTOP to every process found in /proc, in rounds) does not catch a chain whose
 members live a millisecond each: the issue saw one run in 318 samples while its worker was
 "stopped". Each member adds one to a counter kept in the worker's /tmp (CHEAT_MARKER names it),
 which the test reads from the host (/proc/PID/root). Its calls are honest.
 
-Stopped by: the kernel's cgroup freezer (harness/cgroup.py): every task of the worker's cgroup
+Stopped by: the kernel's cgroup freezer (harness/sandbox/cgroup.py): every task of the worker's cgroup
 is frozen, and one forked meanwhile is born frozen. The test pauses the worker and checks that
 the counter does not move until it is resumed."""
 

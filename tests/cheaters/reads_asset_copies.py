@@ -5,7 +5,7 @@ host's / minus exceptions" shows every other copy (seen at 107ca0f: KEPT at 0.00
 With a copy of the references, a candidate answers the benchmark input exactly and at once; here,
 finding any readable file in a copy is enough: it returns garbage, so that a read fails the gate.
 
-Stopped by: the worker's view is an allow-list (harness/sandbox.py): no folder outside what the
+Stopped by: the worker's view is an allow-list (harness/sandbox/boundary.py): no folder outside what the
 worker needs is there at all (and Landlock's read rules follow the same list). The test makes
 the copies under /var/tmp and the user's home and checks that the run passes."""
 

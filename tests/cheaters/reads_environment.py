@@ -1,6 +1,6 @@
 """Cheater: looks in its environment for the person's secrets (API tokens, keys), to copy them
 into its `info`, which the harness records and commits. Stopped by: the worker gets only the
-variables its libraries read (harness/session.py WORKER_ENV, and goals.json "worker_env")."""
+variables its libraries read (harness/measure/session.py WORKER_ENV, and goals.json "worker_env")."""
 
 import os
 

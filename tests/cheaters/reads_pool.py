@@ -6,12 +6,13 @@ import os
 import torch
 
 from _target import C, honest
+from harness.target import assets
 
 
 def build_decoder(model, example):
     known = []
     for preset in C.load_goals()["presets"]:
-        folder = C.pool_dir(preset)
+        folder = assets.pool_dir(preset)
         for name in sorted(os.listdir(folder)):  # raises where the pool is out of sight
             known.append(torch.load(folder / name, weights_only=True))
 

@@ -4,7 +4,7 @@ memory pressure the kernel weighs the harness beside it the same, and may kill t
 It reports what it read before and after the write; its calls are honest.
 
 Stopped by: the preference is written before the worker exists, by the shell that starts it
-(harness/cgroup.py entering). Written by a harness holding CAP_SYS_RESOURCE (root on a GPU
+(harness/sandbox/cgroup.py entering). Written by a harness holding CAP_SYS_RESOURCE (root on a GPU
 machine), that also sets the floor below which the worker cannot write it; a harness without
 that capability cannot stop the write, and then the memory cgroup's bound is what holds (the
 test checks the refusal only where the harness holds the capability)."""

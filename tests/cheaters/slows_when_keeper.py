@@ -10,7 +10,7 @@ temporary folder (tempfile.mkdtemp(prefix="auto-optim-keeper-")), alone in it; a
 from the agent's file, beside its folder's other files. The worker runs the candidate with that
 path as its __file__ (and as cfg["candidate"]), so the role is in plain sight. It also reports
 the seconds from its worker's start to its build: the keeper is always built first
-(harness/alternate.py measure_pair), the candidate after the keeper's build and warm-up, so where
+(harness/measure/alternate.py measure_pair), the candidate after the keeper's build and warm-up, so where
 those take long (a compile) that age tells the role too, with no path at all (on the toy they are
 too short to tell). Self-contained (a keeper's folder holds nothing else). Its outputs are honest;
 each call costs CHEAT_COST_S, times 1.08 as the keeper.

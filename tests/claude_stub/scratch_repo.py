@@ -26,6 +26,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from harness import start
+
 REPO = Path(__file__).resolve().parent.parent.parent
 TOY = REPO / "tests" / "toy_target"
 COPY = [REPO / "harness", REPO / "agent", REPO / ".claude", REPO / "AGENTS.md", REPO / "program.md", REPO / ".gitignore", REPO / "pyproject.toml"]
@@ -79,8 +81,8 @@ def write_settings(root: Path) -> None:
 def install_entry_points(root: Path, bin_dir: Path) -> list[str]:
     """What `pip install -e ROOT` puts on PATH, for the copy: a script per pyproject.toml
     [project.scripts] entry in bin_dir (outside the copy), run by this interpreter (outside it too),
-    importing the copy's package with the copy appended to sys.path, as the editable install's .pth
-    does. The names made ([] for a checkout without pyproject.toml: nothing to install)."""
+    importing the copy's package from its folder, as the editable install's finder does (the copy's
+    root is never on sys.path: harness/__init__.py refuses it). The names made ([] for a checkout without pyproject.toml: nothing to install)."""
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file():
         return []
@@ -88,8 +90,14 @@ def install_entry_points(root: Path, bin_dir: Path) -> list[str]:
     bin_dir.mkdir(parents=True, exist_ok=True)
     for name, target in scripts.items():
         module, _, func = target.partition(":")
-        (bin_dir / name).write_text(f"#!{sys.executable}\nimport sys\nsys.path.append({str(root)!r})\n"
-                                    f"from {module} import {func}\nsys.exit({func}())\n")
+        package = str(root / "harness")
+        (bin_dir / name).write_text(
+            f"#!{sys.executable}\nimport importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('harness', {package + '/__init__.py'!r}, "
+            f"submodule_search_locations=[{package!r}])\n"
+            "sys.modules['harness'] = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(sys.modules['harness'])\n"
+            f"from {module} import {func}\nsys.exit({func}())\n")
         (bin_dir / name).chmod(0o755)
     return sorted(scripts)
 
@@ -121,8 +129,8 @@ def make_scratch_repo(root: Path, assets_from: Path | None = None) -> dict:
     write_settings(root)
     (target / "optimize.py").write_text(CANDIDATE)
     env = harness_env(root)
-    make = [[sys.executable, "harness/make_latent.py", "--preset", "tiny", "--seeded"],
-            [sys.executable, "harness/make_reference.py", "--preset", "tiny", "--device", "cpu"]]
+    make = [start.command("harness.target.make_latent", "--preset", "tiny", "--seeded", harness=root / "harness"),
+            start.command("harness.target.make_reference", "--preset", "tiny", "--device", "cpu", harness=root / "harness")]
     if assets_from is not None:
         shutil.copytree(assets_from, target / "assets")
         make = []

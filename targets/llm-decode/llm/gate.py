@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from harness.tensor_checks import gate_verdict, output_mismatch
+from harness.worker.tensor_checks import gate_verdict, output_mismatch
 
 # Rows of [positions, vocab] converted to fp64 at once: ~64 MB at Qwen's 151936 tokens.
 _CHUNK_ELEMENTS = 1 << 23

@@ -55,7 +55,7 @@ def synthetic_model(spec: ModelSpec, device: str | torch.device = "cpu") -> nn.M
         except Exception:  # noqa: BLE001 - read-only here (a sandboxed worker; torch.save raises RuntimeError)
             if damaged:  # name the damaged file and what remakes it (a missing cache: use them uncached)
                 raise RuntimeError(f"the synthetic-weights cache {cache} is damaged ({damaged}) and this process "
-                                   f"cannot write it: run python harness/prepare.py, which remakes it") from None
+                                   f"cannot write it: run auto-optim prepare, which remakes it") from None
     with torch.device(device):  # to_empty left the RoPE frequencies uninitialized
         model.model.rotary_emb = type(model.model.rotary_emb)(config)
     return _frozen(model)

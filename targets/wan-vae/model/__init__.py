@@ -89,7 +89,7 @@ def _synthetic(vae: WanVAE) -> dict[str, torch.Tensor]:
                           str(cache)) from e
         if damaged:
             raise RuntimeError(f"the synthetic-weights cache {cache} is damaged ({damaged}) and this process "
-                               f"cannot write it: run python harness/prepare.py, which remakes it") from None
+                               f"cannot write it: run auto-optim prepare, which remakes it") from None
         return state
     if damaged:
         print(f"model: the synthetic-weights cache {cache} was damaged ({damaged}); made it again", file=sys.stderr)

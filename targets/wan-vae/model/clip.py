@@ -1,6 +1,6 @@
 """The VAE's input from a real video: frames read with PyAV, fitted to the preset's video size,
 encoded by the frozen VAE in strict fp32 (model/target.py's input_from_clip and render_clip,
-which harness/make_latent.py calls).
+which harness/target/make_latent.py calls).
 
 The VAE's own clip is the CC-BY Tears of Steel film (Blender Foundation), streamed over HTTP
 from a start drawn in secret; a procedural clip (render_synthetic_clip) stands in offline.
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from harness._common import SetupError, sha256_file, sha256_tensor
-from harness.assets import strict_fp32
+from harness.target.assets import strict_fp32
 
 # Tears of Steel (c) Blender Foundation, mango.blender.org, CC-BY 3.0. The 1080p cut is 1920x800,
 # tall enough for the full preset's 704 rows (the 720p cut is only 534 rows).

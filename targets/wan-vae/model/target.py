@@ -22,7 +22,7 @@ from .clip import encode_video, read_source, render_synthetic_clip
 from .vae import WanVAE
 from .weights import CHECKPOINT, synthetic_id
 from harness._common import sha256_file
-from harness.tensor_checks import gate_verdict, output_mismatch
+from harness.worker.tensor_checks import gate_verdict, output_mismatch
 
 # Compared in pieces of this many elements: a 720p clip is 327 M of them, and a whole fp64 copy of
 # the difference would need 2.6 GB on the device.

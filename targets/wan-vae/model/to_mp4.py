@@ -28,10 +28,7 @@ from typing import Any
 
 import torch
 
-if __package__ in (None, ""):  # run as python targets/wan-vae/model/to_mp4.py
-    sys.path.append(str(Path(__file__).resolve().parents[3]))  # the project, for the harness; see harness/__init__.py
-
-from harness import _common  # noqa: E402
+from harness import _common
 
 AMPLIFY = 20.0
 

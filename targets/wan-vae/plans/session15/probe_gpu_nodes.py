@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
 
 from harness import nvml, sandbox  # noqa: E402
