@@ -54,7 +54,7 @@ class Goals:
     metric: str                     # what is compared: median_s, or a throughput's name
     unit: str
     better: str                     # "lower" (a latency) or "higher" (a throughput)
-    noise: float                    # noise_threshold: the keep rule's bar (harness/keep_rule.py)
+    noise: float                    # noise_threshold: the keep rule's bar (harness/decide/keep_rule.py)
     warmup_gain: float | None
     quality_name: str
     quality_better: str
@@ -117,7 +117,7 @@ def parse(data: Any, where: Path, complete: bool = False) -> Goals:
 
 # --- the check: one line naming the key, its rule and the value found ----------------------------
 
-# The keep rule's fewest pairs (harness/keep_rule.py): the fewest whose widest interval reaches its
+# The keep rule's fewest pairs (harness/decide/keep_rule.py): the fewest whose widest interval reaches its
 # CONFIDENCE (1 - 2/2^6 = 96.9%). Here, the bound a preset's timed_runs is checked against, since the
 # keep rule reads this module (no import circle).
 MIN_PAIRS = 6

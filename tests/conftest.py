@@ -244,7 +244,7 @@ def make_assets(ws: Path) -> None:
     import of torch; the model they load is freed when they return, its weights file unmapped).
     The probe is made once per adapter and process, then copied."""
     from harness import _common as C
-    from harness import floor
+    from harness.decide import floor
 
     from harness.target import make_latent, make_reference
     assert C.GOALS_ENV == GOALS_ENV  # else the assets below would be made for the real goals.json

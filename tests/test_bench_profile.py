@@ -30,7 +30,7 @@ def test_bench_cli(toy: Path) -> None:
     assert f["min_s"] <= f["median_s"] <= f["max_s"] and f["spread_s"] == f["max_s"] - f["min_s"]
     assert f["warmup_s"] >= f["build_s"] and f["input"].startswith("asset") and f["sandbox"].startswith("bwrap")
     assert len(f["checked"]) == 7 and f["passed"]  # every timed call, and the FLOP-counted one, was also checked
-    assert f["claims"]["executed_flops"] == f["flops"] > 0  # counted in the worker: a claim (harness/floor.py)
+    assert f["claims"]["executed_flops"] == f["flops"] > 0  # counted in the worker: a claim (harness/decide/floor.py)
     # On a CPU a floor means nothing (issue 24: "the median is 0.69x the floor"): none, and no line says one.
     assert f["floor_s"] is None and "CPU" in f["floor_note"] and "  floor" not in out
     b = f["baseline"]

@@ -607,7 +607,8 @@ def test_the_workers_figures_stay_claims(ws: Path, tmp_path: Path) -> None:
     in convolutions. The keeper's record keeps both as the candidate's claims (facts["claims"]),
     never as facts of its own; the floor does not rise above the call; and the stop rule, with a
     plateau behind the row and a floor to judge it by, does not say STOP on those claims."""
-    from harness import _common, floor
+    from harness import _common
+    from harness.decide import floor
 
     r = experiment(ws, bundle(tmp_path / "c", ["inflates_flops", "forges_profile"]), "forged figures")
     no_traceback(r)

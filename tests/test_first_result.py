@@ -11,10 +11,11 @@ import subprocess
 from pathlib import Path
 
 from conftest import make_toy
-from harness import _common, floor
+from harness import _common
+from harness.decide import floor
 from harness.cli import bench
 from harness.ledger import results, summary
-from harness import keep_rule as K
+from harness.decide import keep_rule as K
 from test_run_experiment import MEDIUM, candidate, git, run
 
 REPO = Path(__file__).resolve().parent.parent

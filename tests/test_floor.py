@@ -1,4 +1,4 @@
-"""harness/floor.py: the floor from executed work at a probed peak, and the stop rule's verdict,
+"""harness/decide/floor.py: the floor from executed work at a probed peak, and the stop rule's verdict,
 on recorded H100 rows and on made-up ones."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_toy, tool
-from harness import floor
+from harness.decide import floor
 from harness.ledger import rows as R
 from harness.ledger.record import Record
 from harness.ledger.store import Store, lock_file
@@ -171,7 +171,7 @@ def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
         f.unlink()
     held = lock_file(ws / "runs" / "device_0.lock", wait=False)
     env = {**os.environ, "AUTO_OPTIM_GOALS": str(ws / "goals.json"), "CUDA_VISIBLE_DEVICES": ""}
-    probe = subprocess.Popen([*tool("harness.floor", ws), "--device", "cpu"], cwd=ws, env=env,
+    probe = subprocess.Popen([*tool("harness.decide.floor", ws), "--device", "cpu"], cwd=ws, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         said = probe.stderr.readline()  # its first line: that it waits for the device
@@ -183,13 +183,13 @@ def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
         probe.wait()
         held.close()
     assert not list((ws / "assets").glob("peak-*.json")), "it probed while the device was held"
-    r = subprocess.run([*tool("harness.floor", ws), "--device", "cpu"], cwd=ws, env=env,
+    r = subprocess.run([*tool("harness.decide.floor", ws), "--device", "cpu"], cwd=ws, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and list((ws / "assets").glob("peak-*.json")), r.stderr[-1000:]
 
 
 def test_verdict_on_a_cpu_says_a_cpu_has_no_floor(at_toy: Path, capsys: pytest.CaptureFixture) -> None:
-    """Issue 43: `floor.py --verdict` on a CPU said "no floor on this machine (python harness/floor.py
+    """Issue 43: `floor.py --verdict` on a CPU said "no floor on this machine (python harness/decide/floor.py
     probes it)", a command that changes nothing there. It now says plainly that a CPU has no floor."""
     assert floor.main(["--verdict", "--device", "cpu"]) == 0
     out = capsys.readouterr().out

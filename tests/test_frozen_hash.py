@@ -18,8 +18,8 @@ from harness import _common as C, frozen
 UNCHANGED = ["harness/ledger/plots.py", "harness/ledger/leaderboard.py", "harness/ledger/store.py", "harness/cli/new_target.py",
              "harness/cli/person.py", "harness/cli/run_experiment.py", "harness/start.py", "agent/hooks/guard_frozen.py",
              "agent/policy.py"]
-CHANGED = ["harness/sandbox/boundary.py", "harness/measure/session.py", "harness/worker/main.py", "harness/keep_rule.py",
-           "harness/sandbox/seccomp.py", "harness/floor.py", "harness/target/finder.py",
+CHANGED = ["harness/sandbox/boundary.py", "harness/measure/session.py", "harness/worker/main.py", "harness/decide/keep_rule.py",
+           "harness/sandbox/seccomp.py", "harness/decide/floor.py", "harness/target/finder.py",
            "harness/measure/shared.py", "harness/worker/worker_group.py", "target/hashtoy_e42/target.py"]
 
 

@@ -156,7 +156,7 @@ UNSANDBOXED_REFUSED = [
     "python harness/cli/run_experiment.py --desc [+-][a-]*", "python harness/cli/run_experiment.py --desc {x,--unsandboxed}",
     "python harness/cli/run_experiment.py --apply=forged.json", "python harness/cli/run_experiment.py --app forged.json",
     "python harness/cli/run_experiment.py --desc x --measure-only --record-out .claude/settings.json",
-    "python harness/cli/wave.py candidates/a.py", "python harness/cli/verify.py", "python harness/floor.py --verdict",
+    "python harness/cli/wave.py candidates/a.py", "python harness/cli/verify.py", "python harness/decide/floor.py --verdict",
     "echo x > goals.json", "rm -rf harness", "bash -c 'auto-optim-agent'", "", " ",
 ]
 

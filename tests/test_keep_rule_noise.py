@@ -17,7 +17,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 
-from harness import keep_rule as K
+from harness.decide import keep_rule as K
 from harness.measure.alternate import balanced
 
 KEEPER = K.Keeper("e010", "ab" * 8, 1.0)  # its row: 1.0 s a call, measured on a quiet machine

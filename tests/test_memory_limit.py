@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import keep_rule
+from harness.decide import keep_rule
 from harness.goals import GoalsError, parse
 from conftest import tool
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import add_record, make_toy, rows_of, tool, use
 from harness import _common as C
 from harness.cli import run_experiment
-from harness import keep_rule as K
+from harness.decide import keep_rule as K
 from harness.ledger import cli, leaderboard, results, rows as R
 from harness.ledger.errors import Refused
 from harness.ledger.record import Record

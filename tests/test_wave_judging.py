@@ -6,7 +6,7 @@ the GPUs by the same intervals, within / OUTSIDE / cannot tell, never a max-min 
 
 from __future__ import annotations
 
-from harness import keep_rule as K
+from harness.decide import keep_rule as K
 from harness.cli import wave
 
 KEEPER = {"exp": "e010", "status": "keep", "candidate_sha": "ab" * 8, "metric": 1.0, "median_s": "1.0"}

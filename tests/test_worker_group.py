@@ -215,7 +215,7 @@ def test_no_rank_reaches_the_harness(group_workspace: Path, tmp_path: Path, unsa
 def test_prepare_for_a_group_skips_the_peak_probe(group_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A group's row has no floor, so prepare does not spend a fresh multi-GPU machine's minutes
     on the one-device peak probe (session 13: device time is what such a host is short of)."""
-    from harness import floor
+    from harness.decide import floor
 
     from harness.cli import prepare
     def no_probe(*_: object, **__: object) -> None:

@@ -7,7 +7,7 @@ Usage:
 The calls run in a sandboxed worker exactly as verify's do (harness/measure/session.py); the clock is
 read by this process, from handing an input over to holding the complete output, and every
 output is checked, so a timed call cannot be told from a checked one. One more call (a fresh
-input, checked) counts the FLOPs the candidate executes, for the floor (harness/floor.py).
+input, checked) counts the FLOPs the candidate executes, for the floor (harness/decide/floor.py).
 
 --baseline first measures the frozen model's eager forward in fp32 (PyTorch defaults) and in bf16
 (harness/baselines/), each in its own worker the same way, in this same run before the candidate,
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import paths, _common
-from harness import floor
+from harness.decide import floor
 from harness.measure.session import Session
 
 BASELINES = Path(__file__).resolve().parents[1] / "baselines"

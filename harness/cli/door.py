@@ -26,7 +26,7 @@ Then it consumes the request (moved to runs/requests/<time>.json, so a stale one
 again; a refused one stays to be fixed) and runs it: an experiment (harness/cli/run_experiment.py),
 a wave (harness/cli/wave.py), verify / bench / profile (the file read without following a link; a
 variant's profile goes to profiles/candidates-NAME.md), or the stop rule's
-verdict (harness/floor.py --verdict). The person's powers are not in the schema: harness/cli/person.py.
+verdict (harness/decide/floor.py --verdict). The person's powers are not in the schema: harness/cli/person.py.
 Exit: the tool's own (run_experiment: 0 recorded, 1 the candidate failed, 2 refused).
 """
 
@@ -203,7 +203,7 @@ def run(folder: Path, req: schema.Request, candidate: str) -> int:
         a.desc, a.preset, a.no_profile = req.desc, req.preset, req.no_profile
         return _common.run_cli(lambda: tool.run(a), NAME, "nothing recorded for the run in progress")
     if req.run == "floor":
-        from harness import floor
+        from harness.decide import floor
 
         return floor.main(["--verdict", *preset])
     from harness.cli import bench, verify

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import _common, floor, keep_rule
+from harness import _common
+from harness.decide import floor, keep_rule
 from harness.cli.keepers import BASELINE
 from harness.cli.phases import phase
 from harness.measure.locks import device_slot
@@ -159,7 +160,7 @@ def pairs(goals: dict[str, Any], preset: str, s: Any) -> int:
                       f"--force) with goals.json pool.size >= {need}")
     return want
 def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-    """The keeper's profile as markdown, and the figures the stop rule reads (harness/floor.py)."""
+    """The keeper's profile as markdown, and the figures the stop rule reads (harness/decide/floor.py)."""
     from harness.measure import profile
 
     summary = s.profile(facts)

@@ -63,7 +63,7 @@ GOALS = {
     "stop_rule": {"plateau_attempts": 8, "gpu_busy_min": 0.99, "max_outside": 0.03, "within_floor": 0.10,
                   "text": "8 attempts without a better row, the GPU busy >= 99% of the call with at most 3% of kernel "
                           "time outside the largest class, and the median within 10% of the floor"},
-    "floor": {"work": "flops", "note": "executed FLOPs at the probed peak (harness/floor.py)"},
+    "floor": {"work": "flops", "note": "executed FLOPs at the probed peak (harness/decide/floor.py)"},
 }
 
 ADAPTER = '''"""The adapter of target {name}: the functions the harness calls (their one definition:
@@ -137,7 +137,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, gate: dict) -> dict:
 
 
 def flops(shape: list[int]) -> float:
-    """The model's nominal FLOPs for one call (optional: the floor, harness/floor.py): two
+    """The model's nominal FLOPs for one call (optional: the floor, harness/decide/floor.py): two
     matrix-vector products a position. A formula, not a count: counting runs the model."""
     batch, positions, _ = shape
     return 2.0 * batch * positions * 2 * CHANNELS * HIDDEN

@@ -8,7 +8,7 @@ Usage:
     auto-optim settings [--check]                (write .claude/settings.json from agent/policy.py)
 
 Each verb is the tool of the same job (TOOLS: `run`, `measure` and `apply` are harness/cli/run_experiment.py,
-the others harness/cli/<verb>.py, `floor` harness/floor.py, `records`
+the others harness/cli/<verb>.py, `floor` harness/decide/floor.py, `records`
 harness/ledger/cli.py); `python -P -m MODULE` (the package installed; -P keeps the working folder off sys.path)
 stays an alias for scripts and GPU plans, harness/start.py for a wave's members and the tests. The agent has its own door, `auto-optim-agent` (harness/cli/door.py),
 which takes no argument and has none of these powers: applying a record, measuring into a file,
@@ -49,7 +49,7 @@ POWERS = {
 # Each verb's module (its parser() and main(), or run() for the three of run_experiment).
 TOOLS = {"run": "harness.cli.run_experiment", "measure": "harness.cli.run_experiment",
          "apply": "harness.cli.run_experiment", "wave": "harness.cli.wave", "verify": "harness.cli.verify",
-         "bench": "harness.cli.bench", "profile": "harness.cli.profile", "floor": "harness.floor",
+         "bench": "harness.cli.bench", "profile": "harness.cli.profile", "floor": "harness.decide.floor",
          "prepare": "harness.cli.prepare", "records": "harness.ledger.cli"}
 CLAUDE_VARIABLES = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "SANDBOX_RUNTIME")
 

@@ -1,7 +1,7 @@
 """Make the assets for a preset, and remake what is missing, damaged or stale: the input, its
 strict-fp32 reference, the pool of fresh inputs with their references (harness/target/make_reference.py),
 the frozen model's weights cache (loading the model remakes a damaged one), and once per machine
-the probe of its peak rates that the floor is measured against (harness/floor.py; not for a preset
+the probe of its peak rates that the floor is measured against (harness/decide/floor.py; not for a preset
 of several ranks, whose rows have no floor).
 
 Usage:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeded", action="store_true", help="use the seeded input, not a clip")
     p.add_argument("--force", action="store_true", help="remake every asset of the preset, sound or not")
     a = p.parse_args(argv)
-    from harness import floor  # after argparse: --help stays fast
+    from harness.decide import floor  # after argparse: --help stays fast
     from harness.target import make_latent, make_reference
 
     try:

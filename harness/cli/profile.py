@@ -16,7 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness import _common, floor, paths
+from harness import _common, paths
+from harness.decide import floor
 from harness.measure.profile import report, to_markdown
 from harness.measure.session import Session
 

@@ -12,11 +12,11 @@ a run with --rebaseline, first measures the frozen model's own fp32 eager forwar
 (harness/baselines/fp32_eager.py) and records it as the `baseline` row; then the candidate is
 measured against it. So the first thing a user sees is a true ratio over fp32 eager.
 
-The keep rule (harness/keep_rule.py, the one place it is decided). The candidate is timed in
+The keep rule (harness/decide/keep_rule.py, the one place it is decided). The candidate is timed in
 alternation with the code it would replace, the current keeper (the latest keep since the
 baseline, whose source optimize.py holds; on a first run the baseline), each in a worker of its
 own (harness/measure/alternate.py), and judged only against it: keep, revert, inconclusive or rerun, by
-the rule harness/keep_rule.py's docstring states (its one statement). A keeper's source becomes
+the rule harness/decide/keep_rule.py's docstring states (its one statement). A keeper's source becomes
 optimize.py (goals.json "candidate") and is committed, then profiled in the same worker. Anything
 else leaves optimize.py at the current keeper: after a revert, an inconclusive run or a failure of
 an edited optimize.py it is put back, the candidate's source kept in its record
@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import paths, _common
-from harness import keep_rule
+from harness.decide import keep_rule
 from harness.sandbox import snapshot
 from harness.cli import experiment_pair, keepers
 from harness.measure.locks import acquire_lock, device_lock
@@ -87,11 +87,11 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     """The GPU half: a baseline record first when this machine has none, then the candidate's.
     The candidate is timed in alternation with the code it would replace (harness/measure/alternate.py):
     the current keeper, or on a first run the baseline itself; alone when it re-runs a keeper
-    (harness/keep_rule.py: a candidate is judged only against its keeper
+    (harness/decide/keep_rule.py: a candidate is judged only against its keeper
     timed beside it, never against a figure recorded at another time)."""
     if a.best_median is not None:
         raise Refused("--best-median is not used any more: a candidate is judged only against its keeper timed beside "
-                      "it (harness/keep_rule.py), never against a figure; measure without it")
+                      "it (harness/decide/keep_rule.py), never against a figure; measure without it")
     cand = Path(os.path.abspath(a.candidate)) if a.candidate else _common.root() / goals["candidate"]
     try:  # no link followed (harness/sandbox/snapshot.py); the session reads it so too, and sends the worker its bytes
         source = snapshot.read(cand, _common.root())

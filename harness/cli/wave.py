@@ -15,7 +15,7 @@ experiment refuses while it runs, and the other way round.
 
 Judging. When every member is done its records go through run_experiment's apply, in a fixed
 order: failed members first (member order), then passing members by the keep rule itself
-(harness/keep_rule.py would_be): those it would keep first, the one whose gain over the keeper
+(harness/decide/keep_rule.py would_be): those it would keep first, the one whose gain over the keeper
 timed beside it is surest (the interval's lower end) first; then the rest. So the keep rule is one
 experiment's: the first passing member is judged against the current keeper (timed beside it on
 its GPU); once one is kept, a later member, timed beside the keeper it replaced, stays a revert
@@ -53,7 +53,7 @@ from harness import paths, _common
 from harness.ledger import rows as R
 from harness.ledger.results import check_complete, rows as recorded_rows
 from harness.ledger.store import utc_now
-from harness import keep_rule
+from harness.decide import keep_rule
 from harness import start
 from harness.measure import locks
 from harness.cli import run_experiment

@@ -1,7 +1,7 @@
 """Applying a measured record: the keep rule's verdict, the Record written once to the store, the views written from it, the candidate file and git following it.
 
 `apply(rec, goals)` (under the records lock) judges a measured record against the rows with the
-keep rule (harness/keep_rule.py), writes the Record (store.py) then results.tsv and leaderboard.md
+keep rule (harness/decide/keep_rule.py), writes the Record (store.py) then results.tsv and leaderboard.md
 from records/ (results.py, leaderboard.py), PROGRESS.md's line and this machine's progress picture;
 a keeper's source becomes the candidate file and is committed with its profile and quality strip;
 after a revert the candidate file is restored to the current keeper. A stored record holds what is
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import _common
-from harness import keep_rule, nofollow
+from harness import nofollow
+from harness.decide import keep_rule
 from harness.goals import Goals
 from harness.ledger import git_plumbing, leaderboard, results, rows as R, signing
 from harness.ledger.errors import Refused

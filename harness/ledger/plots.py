@@ -8,7 +8,7 @@ Usage:
 most recent, unless named), the
 best-so-far line through the keepers (restarting at each baseline), gate failures / crashes /
 timeouts / tampered runs marked along the edge, and for a latency the best row's floor (its record's
-floor_s: harness/floor.py) as a dashed line.
+floor_s: harness/decide/floor.py) as a dashed line.
 `quality_strip(reference_frame, candidate_frame, out_png, amplify=...)`: reference | candidate |
 amplified |difference| of one frame, labelled (drawn with Pillow).
 `progress_path(root, preset, gpu)`: where a preset + machine's picture lives, progress/<preset>-<machine>.png:
@@ -61,7 +61,7 @@ def _float(text: str | None) -> float | None:
 
 
 def floor_seconds(results_tsv: Path, best: dict[str, str] | None) -> float | None:
-    """The floor of the best row, as its record says (harness/floor.py: the executed FLOPs at the
+    """The floor of the best row, as its record says (harness/decide/floor.py: the executed FLOPs at the
     measuring machine's probed peak); None when it has none."""
     if best is None:
         return None

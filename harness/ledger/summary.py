@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness import _common, floor, paths
+from harness import _common, paths
+from harness.decide import floor
 from harness.ledger import rows as R
 from harness.ledger.results import rows as recorded_rows
 from harness.ledger.rows import RED, Row
@@ -21,7 +22,7 @@ def seconds(s: float) -> str:
 def timing_line(r: dict[str, Any], goals: dict[str, Any], base: dict[str, Any] | None) -> str:
     """The median, the range and spread of the timed calls it came from, and the quality (the worst
     of the checked outputs); for a keeper, the ratio to the baseline in force. Whether it is a gain
-    is the verdict's to say (harness/keep_rule.py), and nothing here says otherwise."""
+    is the verdict's to say (harness/decide/keep_rule.py), and nothing here says otherwise."""
     row, spec = r["row"], goals.metric_spec
     line = f"  {row['median_s']:.4g} s per call (median of the timed calls)"
     if goals.better == "higher" and row.get("metric") is not None:

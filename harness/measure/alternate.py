@@ -4,7 +4,7 @@
 
 Both workers are built (one at a time), then the timed calls alternate in pairs whose order (keeper
 first or candidate first) is drawn from os.urandom, half of them each way (balanced), so the machine's drift falls on both alike
-(harness/keep_rule.py reads the pairs). Only the worker being timed runs: the other one, and
+(harness/decide/keep_rule.py reads the pairs). Only the worker being timed runs: the other one, and
 everything it started, is frozen by the kernel (its cgroup's freezer, harness/sandbox/cgroup.py; where
 the machine has none, stopped by signals, and the row says so) for the whole call, so it cannot
 take the CPU or the GPU's queue from its rival. A worker the kernel cannot freeze is stopped and
@@ -103,7 +103,7 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
         cf["paired"] = {"keeper_sha": kf["candidate_sha"][:16], "keeper_times_s": kf["times_s"],
                         "keeper_warmup_s": kf["warmup_s"], "keeper_median_s": kf["median_s"],
                         # a first run's baseline, measured here in full: its row is this measurement, so
-                        # it has no earlier figure to drift from (harness/keep_rule.py)
+                        # it has no earlier figure to drift from (harness/decide/keep_rule.py)
                         "baseline_now": keeper_in_full}
     elif cf["passed"]:
         cf["paired_error"] = f"the keeper failed beside it: {kf['reason']}"
@@ -114,7 +114,7 @@ def balanced(pairs: int, rng: random.Random = _rng) -> list[bool]:
     """Which pairs time the keeper first: half of them (one more either way for an odd count), in
     an order drawn from os.urandom. A machine that drifts steadily slows the second call of every
     pair a little: with the halves balanced it moves half the pairs one way and half the other, so
-    it cannot line all six up as a gain or a loss (harness/keep_rule.py), as one run in 32 of
+    it cannot line all six up as a gain or a loss (harness/decide/keep_rule.py), as one run in 32 of
     independent coin flips would."""
     firsts = [True, False] * (pairs // 2) + ([bool(rng.getrandbits(1))] if pairs % 2 else [])
     rng.shuffle(firsts)

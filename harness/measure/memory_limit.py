@@ -12,7 +12,7 @@ card has more than 24 GB (10^9 bytes) free, so "fits in 24" is the stricter clai
 memory and takes a leaner path when it is short fits here with a speed it has only on a large
 card (README's limits say so).
 
-Used by run_experiment (a candidate that does not fit is never kept: harness/keep_rule.py) and by
+Used by run_experiment (a candidate that does not fit is never kept: harness/decide/keep_rule.py) and by
 verify --memory-gb (a person's question: would it fit my card?). The ballast is harness/measure/ballast.py's.
 """
 

@@ -2,10 +2,10 @@
 (convolution, attention/matmul, norm/elementwise, copy/cat/pad, other), the GPU busy fraction (union
 of kernel time / the median call time the harness measured), kernel launches per call, the share of
 GPU time outside the largest category, graph breaks when the candidate uses torch.compile, and the
-executed FLOPs against the floor (harness/floor.py). The worker captures (capture) and summarizes
+executed FLOPs against the floor (harness/decide/floor.py). The worker captures (capture) and summarizes
 (summarize) inside the candidate's own process, so the figures are its claims: they inform, are kept
 labelled as claims (facts["claims"]), and are never the metric nor, alone, the stop rule's
-(harness/floor.py). run_experiment profiles every keeper in the same worker that timed it; the
+(harness/decide/floor.py). run_experiment profiles every keeper in the same worker that timed it; the
 person's tool is harness/cli/profile.py (`auto-optim profile`).
 """
 

@@ -252,7 +252,7 @@ class Session(Measuring, SessionWorker):
         are not judged, only its failures are. What it reports about itself is the candidate's
         claim: its figures are kept as such, in facts["claims"]["profile"] (harness/measure/profile.py
         claimed); they inform, and are never the metric nor, alone, the stop rule's
-        (harness/floor.py verdict). The worker that was measured is gone after this."""
+        (harness/decide/floor.py verdict). The worker that was measured is gone after this."""
         from harness.measure import profile
 
         try:
@@ -296,7 +296,7 @@ class Session(Measuring, SessionWorker):
     def count_flops(self, facts: dict[str, Any]) -> bool:
         """The FLOPs the candidate executes in one call (torch's FlopCounterMode around a call in
         the worker, on a throwaway input, in profile's fresh worker): the worker's count, so a claim,
-        kept as facts["claims"]["executed_flops"] (harness/floor.py never takes it above the
+        kept as facts["claims"]["executed_flops"] (harness/decide/floor.py never takes it above the
         model's nominal count); False if the call failed."""
         try:
             counted = self._throwaway_call("flops")

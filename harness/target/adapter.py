@@ -41,7 +41,7 @@ class OptionalAdapter(Protocol):
     """Functions an adapter may define, each turning a feature on."""
 
     def flops(self, shape: list[int]) -> float:
-        """flops(input_shape) -> the model's FLOPs for one call (the floor: harness/floor.py)"""
+        """flops(input_shape) -> the model's FLOPs for one call (the floor: harness/decide/floor.py)"""
 
     def peak_probes(self, device: Any) -> Any:
         """peak_probes(device) -> the kernels whose speed is the machine's peak (the floor)"""

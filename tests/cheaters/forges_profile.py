@@ -1,4 +1,4 @@
-"""Cheater: forges the profile the worker reports so that the stop rule (harness/floor.py) sees
+"""Cheater: forges the profile the worker reports so that the stop rule (harness/decide/floor.py) sees
 a device busy through the whole call with all of its time in one kernel class: the worker's
 'profile' reply says every microsecond of the call was a convolution kernel (busy_s far above
 the call, so the busy fraction is 100%, and 0% of the time outside the largest class). With a

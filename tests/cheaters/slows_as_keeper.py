@@ -2,7 +2,7 @@
 real one would read the clock; this one reads the toy machine's speed, TOY_DELAY_S, and slows down
 at any speed but the one it was kept at). Measured beside it, any later candidate looks faster, a
 slower one included. Stopped by: the keep rule, which finds a run inconclusive (nothing kept) when
-the keeper runs more than 10% slower beside the candidate than on its own row (harness/keep_rule.py,
+the keeper runs more than 10% slower beside the candidate than on its own row (harness/decide/keep_rule.py,
 tests/test_keep_noise.py)."""
 
 import os

@@ -1,5 +1,5 @@
 """Cheater: a keeper that knows it is the keeper and runs 8% slower then, under the keep rule's
-10% guard (harness/keep_rule.py KEEPER_SLOWDOWN), so that any later candidate of the same speed,
+10% guard (harness/decide/keep_rule.py KEEPER_SLOWDOWN), so that any later candidate of the same speed,
 its own source with a comment changed, say, is "faster" by 8%, beyond the 1% noise threshold:
 a keep the harness records with a confidence interval for a gain that does not exist, and that
 the agent can have as often as it likes. (slows_as_keeper, the known one, slowed down 2x and

@@ -4,7 +4,7 @@ The harness knows nothing about VAEs: it loads the model, makes inputs, runs the
 counts FLOPs through these functions. Retarget the harness by writing another module with
 the same functions and pointing goals.json at it. `compare` is the target's gate. Optional:
 `frames` (without it run_experiment draws no quality strip), `flops` and `peak_probes` (the
-floor, harness/floor.py), `build_split` (the presets of several ranks), `input_from_clip` and
+floor, harness/decide/floor.py), `build_split` (the presets of several ranks), `input_from_clip` and
 `render_clip` (make_latent's clips: model/clip.py).
 """
 
@@ -131,7 +131,7 @@ _PROBE_SHAPES = {"cuda": [(256, 14, 352, 640), (512, 14, 176, 320), (1024, 8, 88
 
 
 def peak_probes(device: str) -> list[dict]:
-    """The floor's probes for this target (harness/floor.py): conv3d as the decode runs it, in
+    """The floor's probes for this target (harness/decide/floor.py): conv3d as the decode runs it, in
     bf16 channels-last on a GPU (fp32 on a CPU), through torch and, where nvidia-cudnn-frontend is
     installed, through cuDNN's graph API with its heuristics' first engine (faster than any torch
     offers on an H100). Each: name, FLOPs of one run, the run."""

@@ -194,7 +194,7 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
     taken above the model's nominal count, annotate). No STOP without the harness's busy figure
     and the plateau, so claims alone can never end the loop (`claimed_busy`, the profile's own
     busy fraction, only informs the reason); and a STOP is printed as resting on those claims, for
-    a person to confirm (harness/floor.py main)."""
+    a person to confirm (harness/decide/floor.py main)."""
     why = []
     if attempts < rule["plateau_attempts"]:
         why.append(f"{_common.plural(attempts, 'attempt')} since the best row; the plateau needs {rule['plateau_attempts']}")
