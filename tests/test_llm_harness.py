@@ -70,9 +70,10 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     shutil.copytree(TARGET, ws, ignore=shutil.ignore_patterns("__pycache__", "assets", "results.tsv",
                                                             "leaderboard.md", "records", "profiles", "*.png"))
     goals = json.loads((ws / "goals.json").read_text())
-    # 32 tokens a call: the keeper's calls (~15 ms) stay well above a shared CPU's scheduling
-    # jitter, which at the shipped 8 tokens (~4 ms) could make its spread exceed its gain.
-    goals["presets"]["tiny"].update(input_shape=[1, 1, 32], work_per_call=32)
+    # 96 tokens a call: the keeper's calls (~45 ms) stay well above a shared CPU's scheduling
+    # jitter, which at 32 tokens (~15 ms) made its pairs spread wider than its gain beside a busy
+    # test three times in a row (session 21's suite), and at the shipped 8 tokens (~4 ms) more often.
+    goals["presets"]["tiny"].update(input_shape=[1, 1, 96], work_per_call=96)
     (ws / "goals.json").write_text(json.dumps(goals | {"adapter": "llm.target_tiny"}, indent=1))
     shutil.copy2(ws / "plans" / "fp32_lean.py", ws / "lean_keeper.py")
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
@@ -85,9 +86,9 @@ def test_llm_target_through_the_harness(tmp_path: Path) -> None:
     assert all("output" not in torch.load(p, weights_only=True) for p in pool)  # inputs only: nothing to leak
 
     # The keeper is 2-3x the baseline's rate on a quiet CPU; on a shared one the load can change
-    # between the baseline's session and the keeper's by as much, so a revert gets a second (and
-    # a third) comparison, each a new baseline measured right before the keeper.
-    for attempt in range(3):
+    # between the baseline's session and the keeper's by as much, so a revert gets another
+    # comparison (up to five), each a new baseline measured right before the keeper.
+    for attempt in range(5):
         rc, f, out = cli(ws, "harness.cli.run_experiment", "--candidate", str(ws / "plans" / "fp32_lean.py"),
                          "--desc", "lean fp32 loop", "--no-profile", *(["--rebaseline"] if attempt else []))
         if f.get("status") == "keep":

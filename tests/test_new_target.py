@@ -15,12 +15,17 @@ from harness.ledger import results, rows as R
 from conftest import tool
 
 REPO = Path(__file__).resolve().parent.parent
-BATCHED = '''"""All positions at once: the same MLP as one batched call instead of one call a position."""
+BATCHED = '''"""All positions at once: the same MLP as one batched call instead of one call a position,
+and 10 ms of sleep a call: a call of about a millisecond on a shared CPU swings by several times
+with its neighbours' load, which the keep rule rightly calls noise; a sleep does not."""
+import time
+
 import torch
 
 
 def build_decoder(model, example_input):
     def forward_fn(x):
+        time.sleep(0.01)
         return torch.tanh(model.mlp(x) + x)
 
     return forward_fn, {"batched": True}
@@ -59,7 +64,7 @@ def test_scaffold_to_a_baseline_and_a_keeper(tmp_path: Path) -> None:
     assert rc == 0 and f["exps"] == ["e001", "e002"], out  # the baseline, then the scaffold's optimize.py
 
     (target / "optimize.py").write_text(BATCHED)
-    for attempt in range(3):  # a shared CPU's load can swamp one comparison: then a fresh baseline beside it
+    for attempt in range(5):  # a shared CPU's load can swamp one comparison: then a fresh baseline beside it
         rc, f, out = cli(repo, "harness.cli.run_experiment", "--target=demo", "--desc", "batched", "--no-profile",
                          *(["--rebaseline"] if attempt else []))
         if f.get("status") == "keep":
