@@ -126,32 +126,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    """Under pytest-xdist, a test that uses the full-width model (or is marked `alone`) runs
-    alone, so the summed memory of the suite stays that of one such test plus the pytest
-    processes (issue 15: 4 GB).
-
-    A readers-writer lock over the whole protocol (setup, call, teardown): every other test holds
-    the main lock shared (but those of LIGHT_MODULES, none); an `alone` one takes the gate
-    exclusively (so no new test starts beside it), then waits for the main lock exclusively (for
-    the test in flight to end). A `big` test (1.5-2 GB: several interpreters and workers at once)
-    first takes a third lock exclusively, so two of them never run side by side, while a common
-    test may run beside either. The files live in the run's temporary folder (run_folder)."""
-    if "PYTEST_XDIST_WORKER" not in os.environ or runs_light(item):
+    """Under pytest-xdist, a test that uses the full-width model (or is marked `alone`, 2.2-4 GB)
+    and one marked `big` (1.5-2 GB) never run beside another of either kind: one lock, held
+    exclusively over the whole protocol (setup, call, teardown). A common test (at most ~1.5 GB)
+    may run beside any, so the other core is never left idle while one runs: the suite peaks at
+    one such test, one common test and the pytest processes (about 7 GB; session 21 measured it).
+    The lock file lives in the run's temporary folder (run_folder)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ or not (runs_alone(item) or item.get_closest_marker("big")):
         yield
         return
-    folder = run_folder(item.config._tmp_path_factory)
-    with open(folder / "full_width.gate", "a+") as gate, open(folder / "full_width.lock", "a+") as main, \
-            open(folder / "big.lock", "a+") as big:
-        if item.get_closest_marker("big") is not None:
-            fcntl.flock(big, fcntl.LOCK_EX)  # first: a `big` test waiting here holds no other lock
-        if runs_alone(item):
-            fcntl.flock(gate, fcntl.LOCK_EX)
-            fcntl.flock(main, fcntl.LOCK_EX)
-        else:
-            fcntl.flock(gate, fcntl.LOCK_SH)
-            fcntl.flock(main, fcntl.LOCK_SH)
-            fcntl.flock(gate, fcntl.LOCK_UN)
-        yield  # closing the files releases the locks
+    with open(run_folder(item.config._tmp_path_factory) / "big.lock", "a+") as big:
+        fcntl.flock(big, fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
 
 
 def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -212,7 +212,22 @@ def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None
     with Session(cheater("hops_while_frozen", tmp_path / "c", CHEAT_MARKER=tag), "tiny", "cpu") as s:
         facts = s.begin()
         assert facts["status"] == "measured", facts["reason"]
-        inner = process.descendants(s.worker.proc.pid)[1]  # the sandbox's first process: its /tmp
+        # the counter in the sandbox's /tmp, through a process that lives as long as the worker: the
+        # oldest of its descendants that sees it (the chain's own processes come and go)
+        def started(pid: int) -> float:
+            try:
+                return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+            except OSError:
+                return float("inf")  # gone since
+
+        def seen(pid: int) -> bool:
+            try:
+                return Path(f"/proc/{pid}/root{info(facts)['counter']}").exists()
+            except OSError:
+                return False
+
+        assert _soon(lambda: any(seen(p) for p in process.descendants(s.worker.proc.pid))), "no counter: the chain never started"
+        inner = min((p for p in process.descendants(s.worker.proc.pid) if seen(p)), key=started)
         counter = Path(f"/proc/{inner}/root{info(facts)['counter']}")
 
         def count() -> int:

@@ -5,7 +5,7 @@ picks where they go:
   info    build returns them as `info` (a string, not a dict), and every output is garbage;
   raise   every call raises an exception whose message is the forgery;
   exit    the worker prints the forgery and exits with code 3 (the harness quotes its last line);
-  keeper  an honest, fast candidate (it sets the toy's delay to 0: a keeper against a slow
+  keeper  an honest, fast candidate (it sets the toy's delay to 20 ms: a keeper against a slow
           baseline) whose `info` dict holds the forgery as a key and as a value; the info lands
           in the keeper's profiles/<exp>.md;
   keeper_str      the same with `info` the forgery itself, a string (against the contract: a
@@ -52,7 +52,7 @@ def build_decoder(model, example):
         os._exit(3)
     keeper = how.startswith("keeper")
     if keeper and hasattr(model, "delay"):
-        model.delay = 0.0
+        model.delay = 0.02  # sleep-dominated calls: a keep that a loaded CPU cannot make noise of
     if how == "keeper_profile":
         patch_profile()
 

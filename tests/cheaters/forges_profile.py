@@ -3,7 +3,7 @@ a device busy through the whole call with all of its time in one kernel class: t
 'profile' reply says every microsecond of the call was a convolution kernel (busy_s far above
 the call, so the busy fraction is 100%, and 0% of the time outside the largest class). With a
 plateau of rows behind it, a stop rule that took those figures would tell the agent to stop at a
-candidate nowhere near the floor. The calls are honest and fast (the toy's delay set to 0, so
+candidate nowhere near the floor. The calls are honest and fast (the toy's delay set to 20 ms, so
 that against a slow baseline it is a keeper, which is profiled).
 
 Stopped by: the figures are stored as the candidate's claims (facts["claims"]), and the stop
@@ -38,6 +38,6 @@ def forge() -> str:
 
 def build_decoder(model, example):
     if hasattr(model, "delay"):
-        model.delay = 0.0  # the toy: faster than the frozen model's baseline
+        model.delay = 0.02  # the toy: 5x faster than the baseline, its calls sleep-dominated (stable under load)
     return (lambda x: honest(model, x)), {"cheat": "forges its profile: busy 100%, all convolution",
                                           "note": forge()}

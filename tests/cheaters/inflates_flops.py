@@ -5,7 +5,7 @@ multiplies two 65536 x 65536 matrices on the meta device: no memory, no time, bu
 adds 2 x 65536^3 FLOPs. The floor (executed FLOPs at this machine's peak) then lies far above the
 candidate's real time, and the stop rule's "within the floor" holds for a candidate nowhere near
 it (an agent told to stop at the floor stops). The calls' outputs are honest and fast (it sets the
-toy's delay to 0, so that against a slow baseline it is a keeper, which is FLOP-counted).
+toy's delay to 20 ms, so that against a slow baseline it is a keeper, which is FLOP-counted).
 
 Stopped by: a floor that does not take the worker's word (a count from the harness's own copy of
 the model, or bounded by the nominal count), and requests the worker cannot tell apart. The test
@@ -21,7 +21,7 @@ N = 65536
 
 def build_decoder(model, example):
     if hasattr(model, "delay"):
-        model.delay = 0.0
+        model.delay = 0.02  # sleep-dominated calls: a keep that a loaded CPU cannot make noise of
     state = {"counting": False}
     w = worker()
     if w is not None:
