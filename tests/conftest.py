@@ -110,9 +110,8 @@ def runs_light(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The order tests start in (each module's own order kept): those that run alone first, while
     the pytest processes beside them are still small (each grows as its tests import diffusers,
-    transformers, ...), and before any long test is in flight (an `alone` test waits for the one
-    in flight to end); then LIGHT_MODULES (the other worker's work meanwhile), then LONG_MODULES,
-    then the rest."""
+    transformers, ...), each beside a test of LONG_MODULES; then LIGHT_MODULES, then the rest of
+    LONG_MODULES, then the rest."""
     def rank(item: pytest.Item) -> int:
         if runs_alone(item):
             return 0
@@ -122,6 +121,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return 2 + LONG_MODULES.index(name) if name in LONG_MODULES else 2 + len(LONG_MODULES)
 
     items.sort(key=rank)
+    # Each `alone` test followed by a long common one: the worker beside it takes that one, not the
+    # next `alone` test, which would only wait for the lock (pytest_runtest_protocol).
+    alone = [i for i in items if rank(i) == 0]
+    light = [i for i in items if rank(i) == 1]
+    common = [i for i in items if rank(i) > 1]
+    items[:] = [i for pair in zip(alone, common) for i in pair] + alone[len(common):] + light + common[len(alone):]
 
 
 @pytest.hookimpl(hookwrapper=True)
