@@ -293,7 +293,7 @@ def test_the_freezer_of_each_cgroup_version(version: int) -> None:
 def test_a_paused_worker_can_be_killed(version: int) -> None:
     """A worker killed while frozen (a rival the harness stops during a failure, as test_fail_fast's
     broken candidate did under load) must not hang the harness: v1's freezer holds even SIGKILL
-    until the cgroup thaws, and kill_tree waits for its victims (harness/cgroup.py thaw_processes)."""
+    until the cgroup thaws, and kill_tree waits for its victims (harness/sandbox/cgroup_make.py thaw_processes)."""
     import threading
 
     name = f"{cgroup.PREFIX}{os.getpid()}-test-kill-v{version}"

@@ -236,7 +236,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     written = [results.results_path(), leaderboard.leaderboard_path(), leaderboard.progress_path(), *store.files()]
     if status == "keep" and not rec.get("profile_md") and not rec.get("no_profile"):
         print(f"run_experiment: keeper {exp} has no profile in its record; "
-              f"run python harness/profile.py --out profiles/{exp}.md", file=sys.stderr)
+              f"run auto-optim profile --out profiles/{exp}.md", file=sys.stderr)
     for path, data in files.values():
         _common.atomic_write(path, data, exclusive=True)
         written.append(path)

@@ -183,7 +183,7 @@ def _facts_bad(facts: dict[str, Any]) -> list[str]:
                                    and isinstance(times, list) and len(paired["keeper_times_s"]) == len(times)
                                    and all(_optional(_number)(paired.get(k)) for k in ("keeper_warmup_s", "keeper_median_s"))):
         bad.append("facts.paired")
-    fit = facts.get("memory_check")  # the keep rule reads it (harness/memory_limit.py)
+    fit = facts.get("memory_check")  # the keep rule reads it (harness/measure/memory_limit.py)
     if fit is not None and not (isinstance(fit, dict) and _number(fit.get("gb")) and fit["gb"] > 0
                                 and isinstance(fit.get("passed"), bool) and _line(fit.get("reason"))):
         bad.append("facts.memory_check")

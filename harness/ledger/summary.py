@@ -79,7 +79,7 @@ def your_rows(rows: list[dict[str, Any]], goals: dict[str, Any], preset: str, gp
 def _run_command() -> str:
     """The command that runs this target again: no option for the default target, --target NAME for
     another of targets/, AUTO_OPTIM_GOALS=... for a goals file outside them."""
-    run = "python harness/run_experiment.py "
+    run = "auto-optim run "
     where = _common.goals_path()
     folder = where.parent
     if where.name == "goals.json" and folder.parent == (_common.REPO / paths.TARGETS).resolve():
@@ -104,7 +104,7 @@ def next_step(result: dict[str, Any], goals: dict[str, Any]) -> str:
             if " restored to " in (result.get("note") or "") else ""
         return (f"Next: nothing was kept. Run the candidate again{back} when the machine is quieter (other jobs "
                 f"stopped: `uptime` shows the load)" + (", or on a GPU machine." if _common.on_cpu(row["gpu"]) else "."))
-    if str(goals.get("description", "")).startswith("REPLACE"):  # harness/new_target.py's stand-in, as written
+    if str(goals.get("description", "")).startswith("REPLACE"):  # harness/cli/new_target.py's stand-in, as written
         return (f"Next: this target is still new_target.py's stand-in: replace its model, input and gate (README.md in "
                 f"{_common.root().name}/), commit, then run {command}.")
     if _common.on_cpu(row["gpu"]):
