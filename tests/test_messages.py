@@ -63,7 +63,7 @@ def test_the_next_step_depends_on_target_device_and_outcome(tmp_path: Path) -> N
     default = next_step(REPO / "targets" / "wan-vae", result("keep"))  # pyproject.toml's target: no option, no variable
     assert "AUTO_OPTIM_GOALS" not in default and "--target" not in default, default
     other = next_step(REPO / "targets" / "llm-decode", result("keep"))  # another of targets/: named by --target
-    assert "AUTO_OPTIM_GOALS" not in other and "run_experiment.py --target llm-decode --desc" in other, other
+    assert "AUTO_OPTIM_GOALS" not in other and "auto-optim run --target llm-decode --desc" in other, other
     assert next_step(vae, result("revert", GPU)).startswith("Next: read the keeper's profile")
 
 
