@@ -41,9 +41,11 @@ import argparse
 import ast
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -121,20 +123,27 @@ def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
     # The host's cores shared out: members that each start as many threads as there are cores
     # slowed each other's start-up twofold (four on a 64-core H200 host).
     threads = str(max(1, (os.cpu_count() or 1) // m["parallel"]))
-    env = {"OMP_NUM_THREADS": threads, **os.environ, "CUDA_VISIBLE_DEVICES": m["gpu"]}
+    # A temporary folder of its own (the keeper's copy goes there), removed here however it ended:
+    # a member stopped at --member-wall whose teardown outlasts STOP_GRACE_S is killed before its
+    # own clean-up runs (seen on a loaded 2-core CI machine).
+    member_tmp = tempfile.mkdtemp(prefix="auto-optim-member-")
+    env = {"OMP_NUM_THREADS": threads, **os.environ, "CUDA_VISIBLE_DEVICES": m["gpu"], "TMPDIR": member_tmp}
     t0 = time.perf_counter()
-    with open(out / f"m{m['k']}.log", "w") as log:
-        with _lock:  # registered before another member's kill_orphans can see it
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            _live.add(proc.pid)
-        try:
-            code = proc.wait(timeout=a.member_wall)
-        except subprocess.TimeoutExpired:
-            code = None
-            stop(proc)
-            kill_orphans()  # its worker (a session of its own) is now this process's child
-        with _lock:
-            _live.discard(proc.pid)
+    try:
+        with open(out / f"m{m['k']}.log", "w") as log:
+            with _lock:  # registered before another member's kill_orphans can see it
+                proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                _live.add(proc.pid)
+            try:
+                code = proc.wait(timeout=a.member_wall)
+            except subprocess.TimeoutExpired:
+                code = None
+                stop(proc)
+                kill_orphans()  # its worker (a session of its own) is now this process's child
+            with _lock:
+                _live.discard(proc.pid)
+    finally:
+        shutil.rmtree(member_tmp, ignore_errors=True)
     m["wall_s"] = time.perf_counter() - t0
     if code == 0 and m["record"].is_file():
         try:  # signed by the member with this person's key, every field checked
