@@ -71,11 +71,11 @@ def _span(exps: list[str]) -> str:
     return exps[0] + (f"..{exps[-1]}" if len(exps) > 1 else "")
 
 
-def missing_records(store: Store, path: Path) -> list[str]:
-    """The experiments records/ lacks that git's last commit holds, or a row of results.tsv (the file
-    or git's last commit's): a record lost."""
+def missing_records(store: Store, path: Path, committed: dict[str, str] | None) -> list[str]:
+    """The experiments records/ lacks that git's last commit holds (`committed`: Store.committed), or a
+    row of results.tsv (the file or git's last commit's): a record lost."""
     current = _by_exp(path.read_text() if path.is_file() else "")[0]
-    want = set(store.committed() or {}) | set(current) | set(_by_exp(committed_text(path))[0])
+    want = set(committed or {}) | set(current) | set(_by_exp(committed_text(path))[0])
     return sorted(want - set(store.exps()), key=exp_number)
 
 
@@ -88,7 +88,8 @@ def check_complete(store: Store | None = None, path: Path | None = None) -> None
     records/ (a hand edit: the next write would drop it). A results.tsv that lacks rows is no loss:
     the next record writes it whole."""
     store, path = store or Store.here(), path or results_path()
-    lost = missing_records(store, path)
+    committed = store.committed()  # None without git (a GPU machine's copy): nothing to tell a record by
+    lost = missing_records(store, path, committed)
     if lost:
         raise SetupError(f"records/ lacks {_common.plural(len(lost), 'record')} ({_span(lost)}) that results.tsv or "
                          f"git's last commit holds; nothing recorded. Restore them with `{RESTORE}` (it takes them from "
@@ -98,7 +99,6 @@ def check_complete(store: Store | None = None, path: Path | None = None) -> None
     if sources:
         raise SetupError(f"records/sources/ lacks the source of {_common.plural(len(sources), 'record')} ({_span(sources)}) "
                          f"that git's last commit holds; nothing recorded. Restore them with `{RESTORE}`, then run again")
-    committed = store.committed()  # None without git (a GPU machine's copy): nothing to tell a record by
     stray = [] if committed is None else [e for e in store.exps() if not store.unchanged_since_commit(e, committed)
                                           and not store.signed(e)]
     if stray:
@@ -122,7 +122,8 @@ def restore(store: Store | None = None, path: Path | None = None) -> tuple[list[
     current_text = path.read_text() if path.is_file() else ""
     current, damaged = _by_exp(current_text)
     committed_rows = _by_exp(committed_text(path))[0]
-    restored = [e for e in missing_records(store, path) if e in (store.committed() or {}) and store.restore_from_git(e)]
+    committed = store.committed() or {}
+    restored = [e for e in missing_records(store, path, committed) if e in committed and store.restore_from_git(e)]
     for exp in store.lost_sources():
         store.restore_source(exp)
     have = set(store.exps())
