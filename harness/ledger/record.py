@@ -102,7 +102,8 @@ def record_from_row(row: dict[str, str], **why: Any) -> Record:
                  speedup_vs_fp32=r.speedup_vs_fp32, wall_s=r.number("wall_s"), metric=r.number("metric"),
                  **{k: v for k, v in why.items() if k == "lost"})
     migrated = dict(why.get("migrated") or {})
-    keep = {c: row.get(c, "-") for c in COLUMNS if rec.row()[c] != row.get(c, "-")}
+    made = rec.row()
+    keep = {c: row.get(c, "-") for c in COLUMNS if made[c] != row.get(c, "-")}
     if keep or "migrated" in why:
         rec.migrated = {**migrated, **({"cells": keep} if keep else {})}
     return rec

@@ -92,8 +92,9 @@ class Store:
         source, when given, is stored once by hash and the record names it (source_sha256)."""
         if source is not None:
             rec.source_sha256 = self.put_source(source)
-        Record.from_json(rec.to_json())  # what is written reads back
-        body = json.loads(json.dumps(rec.to_json(), default=str))
+        fields = rec.to_json()
+        Record.from_json(fields)  # what is written reads back
+        body = json.loads(json.dumps(fields, default=str))
         text = json.dumps({**body, SIGNATURE: signing.sign(body)}, indent=1)
         path = self.path(rec.exp)
         _common.atomic_write(path, text, exclusive=True)
