@@ -22,6 +22,7 @@ says what it gains and what stops it; its settings as CHEAT_* variables, set in 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -32,6 +33,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -249,11 +251,8 @@ def test_a_paused_worker_makes_no_progress(at_toy: Path, tmp_path: Path) -> None
     assert "freezer" in label and "jumps of its own clock" in label, label
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_the_freezer_of_each_cgroup_version(version: int) -> None:
-    """harness/sandbox/cgroup.py's freeze and thaw on a bare fork-and-exit chain (no worker, no torch), for
-    each cgroup version this machine has (a hybrid one has both: v1's freezer, v2's cgroup.freeze)."""
-    name = f"{cgroup.PREFIX}{os.getpid()}-test-v{version}"
+def _test_cgroup(name: str, version: int) -> cgroup.WorkerCgroup:
+    """A bare cgroup of `version` with a freezer, as a worker's; the test is skipped where there is none."""
     if version == 2:
         group = cgroup_make._try_v2(name, 1 << 40, need_memory=True)  # as a worker's: on a GPU host the pids-only one refused its tasks
     else:
@@ -261,6 +260,29 @@ def test_the_freezer_of_each_cgroup_version(version: int) -> None:
         group = cgroup.WorkerCgroup(freezer, None, None, made) if freezer else None
     if group is None:
         pytest.skip(f"no cgroup v{version} freezer here")
+    return group
+
+
+@contextlib.contextmanager
+def _sleeping_in(group: cgroup.WorkerCgroup) -> Iterator[subprocess.Popen]:
+    """`sleep 600` started in the group; afterwards, however the test ends, thawed, killed, and the group removed."""
+    proc = subprocess.Popen(cgroup.entering(group, ["sleep", "600"]), start_new_session=True)
+    try:
+        assert _soon(lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep")), "never started"
+        yield proc
+    finally:
+        group.thaw()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        group.remove()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_freezer_of_each_cgroup_version(version: int) -> None:
+    """harness/sandbox/cgroup.py's freeze and thaw on a bare fork-and-exit chain (no worker, no torch), for
+    each cgroup version this machine has (a hybrid one has both: v1's freezer, v2's cgroup.freeze)."""
+    group = _test_cgroup(f"{cgroup.PREFIX}{os.getpid()}-test-v{version}", version)
     chain = ("import os, sys, time\n"
              "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
              "while True:\n"
@@ -296,17 +318,8 @@ def test_a_paused_worker_can_be_killed(version: int) -> None:
     until the cgroup thaws, and kill_tree waits for its victims (harness/sandbox/cgroup_make.py thaw_processes)."""
     import threading
 
-    name = f"{cgroup.PREFIX}{os.getpid()}-test-kill-v{version}"
-    if version == 2:
-        group = cgroup_make._try_v2(name, 1 << 40, need_memory=True)
-    else:
-        freezer, _, made = cgroup_make._try_v1(name, None)
-        group = cgroup.WorkerCgroup(freezer, None, None, made) if freezer else None
-    if group is None:
-        pytest.skip(f"no cgroup v{version} freezer here")
-    proc = subprocess.Popen(cgroup.entering(group, ["sleep", "600"]), start_new_session=True)
-    try:
-        assert _soon(lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep")), "never started"
+    group = _test_cgroup(f"{cgroup.PREFIX}{os.getpid()}-test-kill-v{version}", version)
+    with _sleeping_in(group) as proc:
         assert group.freeze()
         if version == 1:  # the wall this test is about: a frozen v1 process outlives a SIGKILL
             os.kill(proc.pid, signal.SIGKILL)
@@ -318,12 +331,6 @@ def test_a_paused_worker_can_be_killed(version: int) -> None:
         killer.join(timeout=20)
         assert not killer.is_alive(), "kill_tree hung on a frozen worker"
         assert proc.poll() is not None, "the frozen worker outlived kill_tree"
-    finally:
-        group.thaw()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        group.remove()
 
 
 def test_a_dead_harness_leaves_no_frozen_worker() -> None:
@@ -332,26 +339,16 @@ def test_a_dead_harness_leaves_no_frozen_worker() -> None:
     thaws it, so it dies, and removes the cgroup."""
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid that no longer exists: the owner the cgroup's name gives is dead
-    freezer, _, made = cgroup_make._try_v1(f"{cgroup.PREFIX}{gone.pid}-test-sweep", None)
-    if freezer is None:
-        pytest.skip("no cgroup v1 freezer here")
-    group = cgroup.WorkerCgroup(freezer, None, None, made)
-    proc = subprocess.Popen(cgroup.entering(group, ["sleep", "600"]), start_new_session=True)
-    try:
-        assert _soon(lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep")), "never started"
+    group = _test_cgroup(f"{cgroup.PREFIX}{gone.pid}-test-sweep", 1)
+    folder = group.freezer[1]
+    with _sleeping_in(group) as proc:
         assert group.freeze()
         # what --die-with-parent sends; v1's freezer holds it (test_a_paused_worker_can_be_killed proves
         # that on a cgroup no sweep touches: this one's dead owner invites any harness's sweep at once)
         os.kill(proc.pid, signal.SIGKILL)
-        cgroup_make._sweep(freezer[1].parent)
+        cgroup_make._sweep(folder.parent)
         assert _soon(lambda: proc.poll() is not None), "the orphaned frozen worker still lives after the sweep"
-        assert _soon(lambda: (cgroup_make._sweep(freezer[1].parent), not freezer[1].exists())[1]), "its cgroup was not removed"
-    finally:
-        group.thaw()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        group.remove()
+        assert _soon(lambda: (cgroup_make._sweep(folder.parent), not folder.exists())[1]), "its cgroup was not removed"
 
 
 # --- the memory bound ---------------------------------------------------------------------------
