@@ -84,10 +84,10 @@ LIGHT_MODULES = ("test_hooks.py",)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "alone: under pytest-xdist, run with no other test beside it "
-                            "(its processes together hold over 2 GB; see pytest_runtest_protocol)")
-    config.addinivalue_line("markers", "big: under pytest-xdist, run with no other `big` test beside it "
-                            "(its processes hold 1.5-2 GB; a common test beside it stays within 4 GB)")
+    config.addinivalue_line("markers", "alone: under pytest-xdist, started first, and never beside another `alone` "
+                            "or `big` test (its processes together hold over 2 GB; see pytest_runtest_protocol)")
+    config.addinivalue_line("markers", "big: under pytest-xdist, never beside another `big` or `alone` test "
+                            "(its processes hold 1.5-2 GB; a common test beside it is no trouble)")
     if getattr(config.option, "maxschedchunk", "absent") is None:
         # xdist's load scheduling hands each worker a quarter of its share at once (21 tests here),
         # which would put every long test, sorted first, on one worker: hand them out one at a time.
