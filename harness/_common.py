@@ -27,6 +27,7 @@ from harness.target import adapter as adapter_contract
 from harness import goals as goals_module
 from harness.goals import GOALS_ENV, Goals  # noqa: F401 - GOALS_ENV: the tests' and tools' name for it
 from harness.sandbox.interpreter import untrusted_python  # noqa: F401 - named here too, where every tool finds it
+from harness.errors import Refused
 
 REPO = Path(__file__).resolve().parent.parent
 _HERE = Path(__file__).resolve().parent
@@ -43,15 +44,11 @@ def seconds(text: str) -> float:
     return value
 
 
-class SetupError(Exception):
-    """The setup is broken (missing assets, bad goals): exit code 2, not a candidate failure."""
-
-
 def goals_path() -> Path:
     try:
         return goals_module.path()
     except goals_module.GoalsError as e:
-        raise SetupError(str(e)) from None
+        raise Refused(str(e)) from None
 
 
 def load_goals() -> Goals:
@@ -59,7 +56,7 @@ def load_goals() -> Goals:
     try:
         return goals_module.load()
     except goals_module.GoalsError as e:
-        raise SetupError(str(e)) from None
+        raise Refused(str(e)) from None
 
 
 def root() -> Path:
@@ -68,23 +65,23 @@ def root() -> Path:
 
 
 def load_adapter(goals: dict[str, Any]) -> ModuleType:
-    """The target's adapter module, checked against harness/target/adapter.py's Adapter: SetupError
+    """The target's adapter module, checked against harness/target/adapter.py's Adapter: Refused
     naming every missing piece at once."""
     from harness import target  # the target's packages by name, nothing else of its folder
 
     target.use(root())
     name = goals.get("adapter")
     if not isinstance(name, str) or not name:
-        raise SetupError(f"{goals_path()} names no adapter module (\"adapter\": \"package.module\")")
+        raise Refused(f"{goals_path()} names no adapter module (\"adapter\": \"package.module\")")
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as e:
         if e.name and name.startswith(e.name):  # the adapter itself, not something it imports
-            raise SetupError(f"adapter module {name} (goals.json \"adapter\") not found next to {goals_path()}") from None
+            raise Refused(f"adapter module {name} (goals.json \"adapter\") not found next to {goals_path()}") from None
         raise
     missing = adapter_contract.missing(module, needs_min_bytes=goals.get("floor", {}).get("work") == "bytes")
     if missing:
-        raise SetupError(f"adapter {name} ({module.__file__}) lacks {plural(len(missing), 'function')} the harness "
+        raise Refused(f"adapter {name} ({module.__file__}) lacks {plural(len(missing), 'function')} the harness "
                          f"calls: " + "; ".join(missing))
     return module
 
@@ -99,7 +96,7 @@ def _refuse_untrusted_python() -> None:
         return  # imported by a test or a notebook, not a harness tool
     try:
         projects = sorted({REPO, root().resolve()})
-    except SetupError:
+    except Refused:
         projects = [REPO]  # no target yet: the tool says so itself
     why = untrusted_python(sys.prefix, sys.executable, sys.path, projects)
     if why:
@@ -115,7 +112,7 @@ def pick_preset(goals: dict[str, Any], name: str | None, device: str) -> str:
     """`full` on CUDA and `tiny` on CPU unless asked; an unknown name is a setup error."""
     name = name or ("full" if device == "cuda" else "tiny")
     if name not in goals["presets"]:
-        raise SetupError(f"unknown preset {name!r}; goals.json has {sorted(goals['presets'])}")
+        raise Refused(f"unknown preset {name!r}; goals.json has {sorted(goals['presets'])}")
     return name
 
 
@@ -146,7 +143,7 @@ def frozen_files() -> dict[str, str]:
     also = [root() / p for p in goals.frozen]
     missing = [str(p) for p in also if not p.exists()]
     if missing:
-        raise SetupError(f"{goals_path()} names a frozen path that does not exist: {missing[0]}")
+        raise Refused(f"{goals_path()} names a frozen path that does not exist: {missing[0]}")
     out = {_display(f): sha256_file(f) for f in frozen.harness_files()}
     for top in (adapter_dir, *also):
         files = sorted(top.rglob("*")) if top.is_dir() else [top]
@@ -173,7 +170,7 @@ def frozen_hash(files: dict[str, str] | None = None) -> str:
 
 def atomic_write(path: Path, data: bytes | str, exclusive: bool = False) -> None:
     """Write via a temporary file and rename, so a crash never leaves half a file. exclusive: a
-    file that exists is never replaced (SetupError): records are written once."""
+    file that exists is never replaced (Refused): records are written once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_bytes(data.encode() if isinstance(data, str) else data)
@@ -183,7 +180,7 @@ def atomic_write(path: Path, data: bytes | str, exclusive: bool = False) -> None
     try:
         os.link(tmp, path)  # fails where the name exists, with no window between the check and the write
     except FileExistsError:
-        raise SetupError(f"{path} exists; a record is never written over") from None
+        raise Refused(f"{path} exists; a record is never written over") from None
     finally:
         tmp.unlink()
 
@@ -219,7 +216,7 @@ def load_candidate(path: Path, goals: dict[str, Any]):
     the exact source that was executed). run_experiment compares that hash with the source it
     records, so a file edited while it is being measured cannot be recorded under the wrong code."""
     if not path.is_file():
-        raise SetupError(f"candidate file not found: {path}")
+        raise Refused(f"candidate file not found: {path}")
     from harness.target.loader import build_function, load_source
 
     source = path.read_bytes()

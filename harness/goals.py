@@ -24,7 +24,7 @@ from harness.paths import GOALS_ENV  # noqa: F401 - the tests' override of the g
 
 
 class GoalsError(Exception):
-    """The goals file is missing or not what the harness reads (_common turns it into a SetupError)."""
+    """The goals file is missing or not what the harness reads (_common raises it as Refused)."""
 
 
 @dataclass(frozen=True)

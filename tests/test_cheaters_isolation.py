@@ -29,6 +29,7 @@ import pytest
 import torch
 
 from conftest import made_once, make_toy, python_c, tool as harness_tool, use  # its own tool() below runs one
+from harness.errors import Refused
 from harness.measure.session import Session
 from test_run_experiment import run_here
 
@@ -171,6 +172,7 @@ def run_bounded(cmd: list[str], timeout: float, **kw: Any) -> subprocess.Complet
 CHILD = r"""
 import json, os, sys
 from harness.measure.session import Session
+from harness.errors import Refused
 path, kw = sys.argv[1], json.loads(sys.argv[2])
 def sched():
     return {"policy": os.sched_getscheduler(0), "nice": os.getpriority(os.PRIO_PROCESS, 0),
@@ -771,11 +773,11 @@ def test_a_worker_is_given_its_gpus_by_uuid_and_node(monkeypatch: pytest.MonkeyP
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-0aaa,GPU-1aaa"
     written = worker_policy.writable("/tmp", two.nodes)
     assert "/dev/nvidia5" in written and "/dev/nvidia2" in written and "/dev/nvidia0" not in written, written
-    with pytest.raises(_common.SetupError, match="CUDA device 2 .*/dev/nvidia7"):
+    with pytest.raises(Refused, match="CUDA device 2 .*/dev/nvidia7"):
         worker_policy.gpus("cuda", 3)  # named, but not in /dev
     assert worker_policy.gpus("cuda", 4, sandboxed=False) == worker_policy.Gpus()  # the harness's view, as it is
     del nodes[1]
-    with pytest.raises(_common.SetupError, match="CUDA device 1 .*NVML did not answer"):
+    with pytest.raises(Refused, match="CUDA device 1 .*NVML did not answer"):
         worker_policy.gpus("cuda", 2)
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import _common as C
-from harness.ledger.errors import Refused
+from harness.errors import Refused
 from harness.ledger.record import FIELDS, MEASURED_FIELDS, STORED_FIELDS, Record, record_from_row
 from harness.ledger.rows import COLUMNS, Row
 from harness.ledger.store import Store
@@ -32,20 +31,20 @@ def test_a_record_is_written_once_signed_its_source_once(tmp_path: Path) -> None
     assert len(list((store.folder / "sources").iterdir())) == 1  # the same source, once
     assert store.source("e001") == store.source("e002") == "print('x')\n"
     assert store.signed("e001") and store.read("e001") == one
-    with pytest.raises(C.SetupError, match="never written over"):
+    with pytest.raises(Refused, match="never written over"):
         store.write(Record(exp="e001", status="keep", desc="other", preset="tiny"))
     data = json.loads(store.path("e002").read_text())
     store.path("e002").write_text(json.dumps(data | {"desc": "changed"}))
     assert not store.signed("e002")  # changed after it was signed
     store.source_path(data["source_sha256"]).write_text("print('y')\n")
-    with pytest.raises(C.SetupError, match="does not hash to its name"):
+    with pytest.raises(Refused, match="does not hash to its name"):
         store.source("e001")
     store.path("e002").write_text(json.dumps(data | {"surprise": 1}))
-    with pytest.raises(C.SetupError, match="surprise"):  # no field a Record lacks
+    with pytest.raises(Refused, match="surprise"):  # no field a Record lacks
         store.read("e002")
     with pytest.raises(Refused, match="status"):
         store.write(Record(exp="e003", status="great", desc="d", preset="tiny"))
-    with pytest.raises(C.SetupError, match="eNNN"):
+    with pytest.raises(Refused, match="eNNN"):
         store.path("../e004")  # a record's name is never a path
 
 

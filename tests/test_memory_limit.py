@@ -13,6 +13,7 @@ import torch
 from harness.decide import keep_rule
 from harness.goals import GoalsError, parse
 from conftest import tool
+from harness.errors import Refused
 
 REPO = Path(__file__).resolve().parent.parent
 CHEATERS = REPO / "tests" / "cheaters"
@@ -159,30 +160,29 @@ def test_the_ballast_needs_the_gpu_to_itself(fake_gpu) -> None:
 
 
 def test_a_ballast_that_cannot_be_taken_is_a_refusal(fake_gpu) -> None:
-    """The machine's failure, never the candidate's: a SetupError (run_experiment: refused, no row)."""
-    from harness._common import SetupError
+    """The machine's failure, never the candidate's: a Refused (run_experiment: refused, no row)."""
+    
     from harness.measure.ballast import Ballast
 
     def oom(n, dtype, device):
         raise torch.OutOfMemoryError("taken meanwhile")
 
     fake_gpu(1, empty=oom)
-    with pytest.raises(SetupError, match="fell while the ballast was taken"):
+    with pytest.raises(Refused, match="fell while the ballast was taken"):
         Ballast(1, 24.0).take()
     fake_gpu(1)
-    with pytest.raises(SetupError, match="less than the 90 GB"):
+    with pytest.raises(Refused, match="less than the 90 GB"):
         Ballast(1, 90.0).take()
 
 
 def test_no_limit_where_this_process_makes_the_references(at_toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The LLM target computes each call's reference here: under a ballast that would take from
     the worker's N GB (or run this process out of memory and blame the candidate)."""
-    from harness import _common
     from harness.measure.session import Session
     from harness.target import assets
 
     monkeypatch.setattr(assets, "reference_follows_output", lambda adapter: True)
-    with pytest.raises(_common.SetupError, match="references made beforehand"):
+    with pytest.raises(Refused, match="references made beforehand"):
         Session(None, "tiny", "cpu", memory_gb=4.0)
 
 

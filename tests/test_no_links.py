@@ -16,6 +16,7 @@ from harness.ledger import results, signing
 from conftest import use
 from test_agent_trust import baseline_record, key_dir, refused, write  # noqa: F401 - key_dir: a fixture
 from test_run_experiment import run_here
+from harness.errors import Refused
 
 
 @pytest.fixture
@@ -96,9 +97,7 @@ def test_progress_md_swapped_for_a_link_while_recording(ws: Path, secret: Path):
 def test_the_persons_tools_read_no_link_either(ws: Path, secret: Path):
     """verify, bench and profile (harness/measure/session.py) read the candidate without following a link too:
     refused before any worker starts."""
-    from harness import _common
-
     from harness.cli import verify
     linked(ws / "optimize.py", secret)
-    with use(ws), pytest.raises(_common.SetupError, match="optimize.py: it is a link"):
+    with use(ws), pytest.raises(Refused, match="optimize.py: it is a link"):
         verify.check(device="cpu")

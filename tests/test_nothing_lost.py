@@ -27,6 +27,7 @@ from harness.ledger import cli, results, rows as R
 from harness.ledger.record import MEASURED_FIELDS, Record
 from harness.ledger.store import Store
 from test_run_experiment import candidate, git, run_here
+from harness.errors import Refused
 
 # The frozen toy model's sleep per call here, and a slower candidate's: a revert by construction.
 # Smaller than test_run_experiment's (0.4 and 0.6 s): a revert needs the candidate slower, not a
@@ -103,7 +104,7 @@ def records_refused_then_restored(ws: Path) -> None:
         assert Store.here().read("e002").row() == results.read()[1]  # its row, as it was
         assert Store.here().source("e001") is not None  # the baseline's source, back from git with its record
         results.check_complete()
-        with pytest.raises(C.SetupError, match="holds no candidate source"):
+        with pytest.raises(Refused, match="holds no candidate source"):
             cli.source("e002")
 
 
@@ -116,12 +117,12 @@ def test_a_record_nobody_signed_is_refused(tmp_path: Path) -> None:
         results.check_complete()  # signed with this run's key
         planted = ws / "records" / "e002.json"
         planted.write_text(json.dumps(Record(exp="e002", status="keep", desc="faster", preset="tiny").to_json()))
-        with pytest.raises(C.SetupError, match="records/e002.json is neither as git's last commit holds it nor signed"):
+        with pytest.raises(Refused, match="records/e002.json is neither as git's last commit holds it nor signed"):
             results.check_complete()
         planted.unlink()
         signed = json.loads((ws / "records" / "e001.json").read_text())
         (ws / "records" / "e001.json").write_text(json.dumps(signed | {"desc": "edited"}))
-        with pytest.raises(C.SetupError, match="records/e001.json is neither"):
+        with pytest.raises(Refused, match="records/e001.json is neither"):
             results.check_complete()
 
 
@@ -130,7 +131,7 @@ def test_restore_refuses_what_it_cannot_put_back(tmp_path: Path) -> None:
     path = ws / "results.tsv"
     line = "\t".join(["e001", "x", "t", "d", "baseline", "1"] + ["x"] * (len(R.COLUMNS) - 6)) + "\n"
     path.write_text(R.HEADER + line[:-5] + "\n")  # e001's line cut short, and no record of it
-    with pytest.raises(C.SetupError, match="line 2 .*e001.* no commit or record holds that row"):
+    with pytest.raises(Refused, match="line 2 .*e001.* no commit or record holds that row"):
         results.restore(Store(ws / "records"), path)
     assert path.read_text() == R.HEADER + line[:-5] + "\n"  # nothing written
 
@@ -141,17 +142,17 @@ def test_cut_off_rows_are_refused_with_their_line(tmp_path: Path) -> None:
     path.write_text(R.HEADER + "\t".join(LEGACY_ROW) + "\n" + full + "\n")
     assert len(results.read(path)) == 2  # a legacy row before the first full one is read as it is
     path.write_text(R.HEADER + "\t".join(LEGACY_ROW) + "\n" + full + "\n" + full[:full.rindex("\tx\tx\tx")] + "\n")
-    with pytest.raises(C.SetupError, match="line 4 has 16 cells, expected 19"):
+    with pytest.raises(Refused, match="line 4 has 16 cells, expected 19"):
         results.read(path)
     path.write_text(R.HEADER + full + "\n" + full[:-3])  # the last line has no newline: cut off mid-write
-    with pytest.raises(C.SetupError, match="line 3 is cut off"):
+    with pytest.raises(Refused, match="line 3 is cut off"):
         results.read(path)
 
 
 def test_a_record_is_never_written_over(tmp_path: Path) -> None:
     rec = tmp_path / "records" / "e001.json"
     C.atomic_write(rec, "first", exclusive=True)
-    with pytest.raises(C.SetupError, match="never written over"):
+    with pytest.raises(Refused, match="never written over"):
         C.atomic_write(rec, "second", exclusive=True)
     assert rec.read_text() == "first" and [p.name for p in rec.parent.iterdir()] == ["e001.json"]
 

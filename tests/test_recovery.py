@@ -19,6 +19,7 @@ from conftest import use
 from harness import _common as C
 from harness.target import assets
 from harness.cli import prepare
+from harness.errors import Refused
 
 
 def prepare_here(ws: Path, *args: str) -> tuple[int, str, str]:
@@ -66,7 +67,7 @@ def test_messages_name_a_command_that_remakes(toy: Path, tmp_path: Path) -> None
     ws = tmp_path / "ws"
     shutil.copytree(toy, ws, symlinks=True)
     (ws / "assets" / "input_tiny.pt").write_bytes(b"garbage")
-    with use(ws), pytest.raises(C.SetupError) as e:
+    with use(ws), pytest.raises(Refused) as e:
         goals = C.load_goals()
         assets.load_input_asset(goals, C.load_adapter(goals), "tiny")
     assert "auto-optim prepare" in str(e.value) and "--force" not in str(e.value)
@@ -127,14 +128,14 @@ def test_adapter_contract_checked_at_load(tmp_path: Path) -> None:
                                                  "def weights_kind():\n    return 'synthetic'\n")
     rest = '"presets": {"tiny": {"input_shape": [1]}}, "gate": {}, "stop_rule": {}'  # what every goals file names
     (ws / "goals.json").write_text('{"adapter": "halfmodel.target", "floor": {"work": "bytes"}, ' + rest + '}')
-    with use(ws), pytest.raises(C.SetupError) as e:
+    with use(ws), pytest.raises(Refused) as e:
         C.load_adapter(C.load_goals())
     msg = str(e.value)
     assert "\n" not in msg and "lacks 6 functions" in msg, msg
     for fn in ("weights_id(", "make_input(", "reference(", "output_shape(", "compare(", "min_bytes("):
         assert fn in msg, fn
     (ws / "goals.json").write_text('{"adapter": "nosuch.target", ' + rest + '}')
-    with use(ws), pytest.raises(C.SetupError, match="adapter module nosuch.target .* not found"):
+    with use(ws), pytest.raises(Refused, match="adapter module nosuch.target .* not found"):
         C.load_adapter(C.load_goals())
 
 

@@ -23,7 +23,7 @@ from harness import _common as C
 from harness.cli import run_experiment
 from harness.decide import keep_rule as K
 from harness.ledger import cli, leaderboard, results, rows as R
-from harness.ledger.errors import Refused
+from harness.errors import Refused
 from harness.ledger.record import Record
 from harness.ledger.store import Store
 
@@ -147,17 +147,17 @@ def test_records_written_once_and_results_tsv_made_from_them(tmp_path: Path) -> 
     assert [r["exp"] for r in got] == ["e001", "e002"] and got[0]["desc"] == "a b c"
     assert R.best_row(got, "tiny")["exp"] == "e002" and R.baseline_row(got, "tiny")["exp"] == "e001"
     assert R.best_row(got, "tiny", better="higher")["exp"] == "e001"
-    with pytest.raises(C.SetupError, match="never written over"):
+    with pytest.raises(Refused, match="never written over"):
         add_record(tmp_path, base)
     with pytest.raises(Refused, match="the record's status is not what the store writes"):  # a status no row may have
         add_record(tmp_path, base | {"exp": "e003", "status": "great"})
     assert (tmp_path / "results.tsv").read_text() == after and Store(tmp_path / "records").exps() == ["e001", "e002"]
     store = Store(tmp_path / "records")
     (tmp_path / "results.tsv").write_text(after + "broken line\n")  # a damaged file is refused, and says how to repair it
-    with pytest.raises(C.SetupError, match="line 4 has 1 cells.*auto-optim records restore"):
+    with pytest.raises(Refused, match="line 4 has 1 cells.*auto-optim records restore"):
         results.check_complete(store, tmp_path / "results.tsv")
     (tmp_path / "results.tsv").write_text(after.replace("\t0.5\t", "\t0.4\t", 1))  # a figure edited by hand
-    with pytest.raises(C.SetupError, match="row e002 is not the row records/e002.json makes"):
+    with pytest.raises(Refused, match="row e002 is not the row records/e002.json makes"):
         results.check_complete(store, tmp_path / "results.tsv")
     assert results.restore(store, tmp_path / "results.tsv") == ([], [])  # written again from records/
     assert (tmp_path / "results.tsv").read_text() == after
@@ -336,12 +336,12 @@ def test_code_goals_names_frozen_is_in_the_frozen_hash(tmp_path: Path) -> None:
         (ws / "split.py").write_text("ROWS = 3\n")
         assert C.frozen_hash() != named
         (ws / "split.py").unlink()
-        with pytest.raises(C.SetupError, match="frozen path that does not exist: .*split.py"):
+        with pytest.raises(Refused, match="frozen path that does not exist: .*split.py"):
             C.frozen_files()
         for bad, why in (("split.py", "must be a list of paths"), (["/etc/passwd"], "must be a list of paths"), ([3], "must be a list"),
                          (["../x"], "a path out of it"), (["."], "the folder itself"), (["./optimize.py"], "the candidate")):
             (ws / "goals.json").write_text(json.dumps(goals | {"frozen": bad}))
-            with pytest.raises(C.SetupError, match=f"frozen .*{why}"):
+            with pytest.raises(Refused, match=f"frozen .*{why}"):
                 C.load_goals()
     repo_goals = Path(__file__).resolve().parent.parent / "targets" / "wan-vae" / "goals.json"
     assert "integrations/split_decode.py" in json.loads(repo_goals.read_text())["frozen"]

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import NARROW, REPO, TOY, VAE, make_vae_workspace, use
+from harness.errors import Refused
 from harness import _common
 from harness.measure import process
 from harness.cli import run_experiment
@@ -87,6 +88,7 @@ RANK_1_FAILS = '''
 import os, signal, time
 import torch.distributed as dist
 import torch.nn.functional as F  # integrations/split_decode.py reaches the convs through the module's F
+from harness.errors import Refused
 
 
 def build_decoder(model, example):
@@ -269,5 +271,5 @@ def test_a_preset_of_ranks_needs_a_target_that_splits(tmp_path: Path) -> None:
         (ws / "toymodel").symlink_to(TOY / "toymodel", target_is_directory=True)
         goals["presets"]["tiny-2ranks"] = {**goals["presets"]["tiny"], "ranks": ranks}
         (ws / "goals.json").write_text(json.dumps(goals))
-        with use(ws), pytest.raises(_common.SetupError, match=says):
+        with use(ws), pytest.raises(Refused, match=says):
             Session(None, "tiny-2ranks", "cpu")

@@ -27,6 +27,7 @@ from typing import Any
 from harness import paths, _common
 from harness.decide import floor
 from harness.measure.session import Session
+from harness.errors import Refused
 
 BASELINES = Path(__file__).resolve().parents[1] / "baselines"
 
@@ -38,7 +39,7 @@ def time_baselines(preset: str | None, device: str | None, runs: int | None, uns
         with Session(BASELINES / f"{name}.py", preset, device, unsandboxed=unsandboxed, runs=runs) as s:
             f = s.measure()
         if not f["passed"]:
-            raise _common.SetupError(f"the {name} baseline failed: {f['reason']}")
+            raise Refused(f"the {name} baseline failed: {f['reason']}")
         out[f"{name}_s"] = f["median_s"]
     return out
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         facts = measure(a.candidate, a.preset, a.device, a.runs, a.baseline, a.unsandboxed)
-    except _common.SetupError as e:
+    except Refused as e:
         print(f"bench: broken setup: {e}", file=sys.stderr)
         _common.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}", "median_s": None})
         return 2

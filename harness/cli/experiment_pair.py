@@ -19,7 +19,7 @@ from harness.decide import floor, keep_rule
 from harness.cli.keepers import BASELINE
 from harness.cli.phases import phase
 from harness.measure.locks import device_slot
-from harness.ledger.errors import Refused
+from harness.errors import Refused
 from harness.ledger.store import utc_now
 
 BASELINE_DESC = "baseline: the frozen model, fp32 eager (PyTorch defaults), on this machine"
@@ -46,10 +46,8 @@ def measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, dev
     if broken:
         print(f"run_experiment: {broken}; recorded as a crash, no worker of its own started"
               + ("; first the baseline this machine needs" if first else ""), file=sys.stderr, flush=True)
-    try:  # first, while no other worker is alive (harness/measure/memory_limit.py)
-        fits = None if broken else memory_check(goals, preset, device, cand, options)
-    except _common.SetupError as e:
-        raise Refused(str(e)) from None
+    # first, while no other worker is alive (harness/measure/memory_limit.py)
+    fits = None if broken else memory_check(goals, preset, device, cand, options)
 
     def new_rec(path: Path, desc: str, is_baseline: bool) -> dict[str, Any]:
         return {"desc": desc, "preset": preset, "device": device, "frozen_hash": fh, "timestamp": utc_now(),
@@ -115,12 +113,7 @@ def measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, dev
                             "warmup_s": kf.get("warmup_s")},) * 2
             fill(recs[-1], s, cf)
     except CandidateDidNotStart as e:  # its module is imported as its worker starts (harness/worker/main.py)
-        try:
-            return crashed(recs[-1], f"the candidate's worker did not start (its module is imported then): {e}")
-        except _common.SetupError as e2:
-            raise Refused(str(e2)) from None
-    except _common.SetupError as e:
-        raise Refused(str(e)) from None
+        return crashed(recs[-1], f"the candidate's worker did not start (its module is imported then): {e}")
     return recs
 
 

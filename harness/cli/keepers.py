@@ -12,6 +12,7 @@ from harness import _common
 from harness.ledger import git_plumbing
 from harness.ledger.apply import git_repo
 from harness.ledger.store import Store
+from harness.errors import Refused
 
 BASELINE = Path(__file__).resolve().parents[1] / "baselines" / "fp32_eager.py"
 
@@ -38,7 +39,7 @@ def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[
 def _recorded_source(exp: str) -> str | None:
     try:
         return Store.here().source(exp)
-    except _common.SetupError:
+    except Refused:
         return None
 
 

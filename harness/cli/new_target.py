@@ -40,6 +40,7 @@ import sys
 from pathlib import Path
 
 from harness import _common
+from harness.errors import Refused
 from harness.ledger.rows import HEADER
 
 GOALS = {
@@ -191,9 +192,9 @@ def package_name(name: str) -> str:
 def scaffold(name: str, folder: Path) -> list[Path]:
     """Write the target's files into `folder` (which must not exist); the paths written."""
     if not re.fullmatch(r"[A-Za-z][\w-]*", name):
-        raise _common.SetupError(f"target name {name!r}: letters, digits, - and _, starting with a letter")
+        raise Refused(f"target name {name!r}: letters, digits, - and _, starting with a letter")
     if folder.exists():
-        raise _common.SetupError(f"{folder} exists; pick another name or --dir (nothing is written over)")
+        raise Refused(f"{folder} exists; pick another name or --dir (nothing is written over)")
     package = package_name(name)
     shown = os.path.relpath(folder, _common.REPO) if Path(os.path.abspath(folder)).is_relative_to(_common.REPO) \
         else folder.as_posix()
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = a.dir or Path("targets") / a.name
     try:
         written = scaffold(a.name, folder)
-    except _common.SetupError as e:
+    except Refused as e:
         print(f"new_target: {e}", file=sys.stderr)
         return 2
     goals = (folder / "goals.json").as_posix()

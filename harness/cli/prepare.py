@@ -27,6 +27,7 @@ from typing import Any, Callable
 from harness import paths, _common
 from harness.target import assets
 from harness.cli.phases import phase
+from harness.errors import Refused
 
 ASSETS = ("input", "reference", "pool")
 # A disk or its permissions, not an asset: said as such (a full disk once read "run prepare.py").
@@ -52,7 +53,7 @@ def problems(goals: dict[str, Any], adapter: Any, preset: str) -> dict[str, str]
     for name, check in checks.items():
         try:
             check()
-        except _common.SetupError as e:
+        except Refused as e:
             out[name] = str(e).split(f"; {assets.REMAKE}")[0]
     return out
 
@@ -94,14 +95,14 @@ def main(argv: list[str] | None = None) -> int:
             left = problems(goals, adapter, preset)
             if left:  # what was just made must pass the same checks
                 name, why = next(iter(left.items()))
-                raise _common.SetupError(f"the {name} made now does not pass its check: {why}")
+                raise Refused(f"the {name} made now does not pass its check: {why}")
         else:
             adapter.load_model("cpu")  # the weights (a damaged cache is made again here, where it may be written)
         if goals.presets[preset].ranks == 1:  # a group's row has no floor: the probe is of one device
             peak, probed = floor.ensure_peak(device, adapter, force=a.force)
             if probed:
                 made.append(str(floor.peak_path(peak["gpu"])))
-    except _common.SetupError as e:  # make_latent's InputError is one, as are bad goals
+    except Refused as e:  # make_latent's InputError is one, as are bad goals
         print(f"prepare: {e}", file=sys.stderr)
         return 2
     except OSError as e:

@@ -20,6 +20,7 @@ from harness import _common, paths
 from harness.decide import floor
 from harness.measure.profile import report, to_markdown
 from harness.measure.session import Session
+from harness.errors import Refused
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             facts = s.measure()
             summary = s.profile(facts) if facts["passed"] else None
             floor.annotate(facts, s.goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
-    except _common.SetupError as e:
+    except Refused as e:
         _common.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}"})
         return 2
     if summary is None:

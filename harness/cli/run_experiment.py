@@ -70,7 +70,7 @@ from harness.cli import experiment_pair, keepers
 from harness.measure.locks import acquire_lock, device_lock
 from harness.ledger import rows as R
 from harness.ledger.apply import apply, check_committed, check_frozen, git_repo
-from harness.ledger.errors import Refused
+from harness.errors import Refused
 from harness.ledger.results import check_complete, rows as recorded_rows
 from harness.ledger.summary import summary
 from harness.cli.prepare import DISK_ERRORS, disk_error
@@ -224,7 +224,7 @@ def run(a: argparse.Namespace) -> int:
             code = max(code, done)
             results.append(facts)
         lock.close()
-    except (Refused, _common.SetupError) as e:
+    except Refused as e:
         print(f"run_experiment: refused: {e}", file=sys.stderr)
         _common.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
         return 2

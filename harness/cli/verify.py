@@ -35,6 +35,7 @@ import torch
 from harness import paths, _common
 from harness.measure.memory_limit import gb_argument
 from harness.measure.session import Session
+from harness.errors import Refused
 
 # The benchmark input and two fresh inputs (one with a strict-fp32 reference). bench and
 # run_experiment check every one of their calls the same way; verify only needs fewer.
@@ -72,7 +73,7 @@ def check(candidate: Path | str | None = None, preset: str | None = None, device
           *, unsandboxed: bool = False, frames_out: Path | None = None,
           memory_gb: float | None = None) -> dict[str, Any]:
     """Verify a candidate; returns the session's facts (passed, reason, quality, ...). Raises
-    SetupError for a broken setup."""
+    Refused for a broken setup."""
     with Session(candidate, preset, device, unsandboxed=unsandboxed, memory_gb=memory_gb) as s:
         facts = s.measure(want_frame=frames_out is not None, calls=CALLS)
         out = facts.pop("_bench_out", None)
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         facts = check(args.candidate, args.preset, args.device, unsandboxed=args.unsandboxed,
                       frames_out=args.frames_out, memory_gb=args.memory_gb)
-    except _common.SetupError as e:
+    except Refused as e:
         print(f"verify: setup error: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
     verdict = "PASS" if facts["passed"] else f"FAIL: {facts['reason']}"

@@ -61,6 +61,7 @@ from harness.measure import locks
 from harness.cli import run_experiment
 from harness.measure import process
 from harness.sandbox import snapshot
+from harness.errors import Refused
 
 HARNESS = Path(__file__).resolve().parents[1]
 MEMBER_WALL_S = 3 * 3600.0  # a member's measuring process, build and profile included
@@ -334,7 +335,7 @@ def run(a: argparse.Namespace) -> int:
             return run_wave(a, goals)
         finally:
             lock.close()
-    except (run_experiment.Refused, _common.SetupError) as e:
+    except (run_experiment.Refused, Refused) as e:
         print(f"wave: refused: {e}", file=sys.stderr)
         _common.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
         return 2

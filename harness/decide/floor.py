@@ -45,6 +45,7 @@ from harness import paths, _common
 from harness.target import assets
 from harness.goals import as_goals
 from harness.measure.locks import device_lock
+from harness.errors import Refused
 
 UNITS = {"flops": "TFLOP/s", "bytes": "TB/s"}  # the probes' rates, printed in these (x 1e12)
 SEEN = 0.5  # an executed count under half the nominal FLOPs missed kernels torch cannot see
@@ -233,7 +234,7 @@ def verdict_for_rows(rows: list[dict[str, str]], goals: dict[str, Any], preset: 
     attempts = sum(1 for r in after if r["status"] not in ("baseline", "rerun"))
     try:
         rec = Store(records_dir).read(best["exp"]).to_json()
-    except _common.SetupError:  # no record, or one that cannot be read: the row's figures
+    except Refused:  # no record, or one that cannot be read: the row's figures
         rec = {}
     facts = dict(rec.get("facts") or {"median_s": R.Row.of(best).median_s})
     if facts.get("executed_flops") is not None and "claims" not in facts:  # an older record: its count is a claim too
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         # too high, a stop too easy): it waits for the device as a measurement does.
         with device_lock():
             peak, made = ensure_peak(device, adapter, a.force)
-    except _common.SetupError as e:
+    except Refused as e:
         print(f"floor: {e}", file=sys.stderr)
         return 2
     lines = [f"peak rates of {peak['gpu']} ({'measured now' if made else 'probed before'}, {peak['measured']}):"]

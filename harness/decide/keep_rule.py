@@ -57,8 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.goals import MIN_PAIRS, as_goals  # noqa: F401 - MIN_PAIRS: the rule's, kept with the bound it sets
-from harness._common import SetupError
+
 from harness.ledger.rows import Row
+from harness.errors import Refused
 
 CONFIDENCE = 0.95     # the interval printed and used, where the pairs allow it (below: the most they allow)
 KEEPER_SLOWDOWN = 0.10  # a keeper slower than its own row by more than this: the run is inconclusive
@@ -277,7 +278,7 @@ def warmup_tie(goals: dict[str, Any], facts: dict[str, Any], keeper: dict[str, A
         from harness.ledger.store import Store  # records/ is the store's to read
         try:
             theirs = Store(records).read(keeper["exp"]).facts.get("warmup_s")
-        except SetupError:  # no record, or one that cannot be read
+        except Refused:  # no record, or one that cannot be read
             theirs = None
     paired = facts.get("paired") or {}
     if theirs is None and not paired.get("keeper_warmup_s"):

@@ -23,7 +23,7 @@ from harness import nofollow
 from harness.decide import keep_rule
 from harness.goals import Goals
 from harness.ledger import git_plumbing, leaderboard, results, rows as R, signing
-from harness.ledger.errors import Refused
+from harness.errors import Refused
 from harness.ledger.git_plumbing import CommitFailed
 from harness.ledger.record import FIELDS, Record, check_measured
 from harness.ledger.rows import KEEPERS, RED, Row

@@ -17,6 +17,7 @@ import sys
 from harness import _common, paths
 from harness.ledger import leaderboard, results
 from harness.ledger.store import Store, records_lock
+from harness.errors import Refused
 
 
 def _span(exps: list[str]) -> str:
@@ -26,10 +27,10 @@ def _span(exps: list[str]) -> str:
 def source(exp: str | None) -> str:
     """The candidate source an experiment measured (records/sources/, by its record's hash)."""
     if not exp:
-        raise _common.SetupError("name the experiment whose source to print (e005)")
+        raise Refused("name the experiment whose source to print (e005)")
     text = Store.here().source(exp)
     if text is None:
-        raise _common.SetupError(f"records/{exp}.json holds no candidate source (a baseline's is harness/baselines/, "
+        raise Refused(f"records/{exp}.json holds no candidate source (a baseline's is harness/baselines/, "
                                  "or a record written from its row)")
     return text
 
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                          {"rows": len(rows), "out": str(leaderboard.leaderboard_path())})
             return 0
         rows = results.rows(store)
-    except _common.SetupError as e:
+    except Refused as e:
         print(f"records: {e}", file=sys.stderr)
         return 2
     _common.emit([r["exp"] + "  " + r["status"] + "  " + r["median_s"] + "  " + r["desc"] for r in rows], {"rows": len(rows)})

@@ -29,6 +29,7 @@ from harness import paths, _common
 from harness.goals import as_goals
 from harness.ledger import results, rows as R
 from harness.ledger.store import Store
+from harness.errors import Refused
 
 FAILED = R.RED
 DEFAULT_AMPLIFY = 20.0
@@ -68,7 +69,7 @@ def floor_seconds(results_tsv: Path, best: dict[str, str] | None) -> float | Non
     store = Store(Path(results_tsv).parent / "records")
     try:
         return _float(str(store.read(best["exp"]).facts.get("floor_s"))) if store.has(best["exp"]) else None
-    except _common.SetupError:
+    except Refused:
         return None
 
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.ledger.errors import Refused
+from harness.errors import Refused
 from harness.ledger.rows import COLUMNS, RED, STATUSES, Row, cell, exp_number
 
 HEX = re.compile(r"^[0-9a-f]{8,64}$")

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness import _common
 from harness.ledger import signing
-from harness.ledger.errors import Refused
+from harness.errors import Refused
 from harness.ledger.record import check_measured
 from harness.paths import agent_policy
 

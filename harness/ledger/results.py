@@ -10,8 +10,9 @@ from harness.ledger import git_plumbing
 from harness.ledger.record import record_from_row
 from harness.ledger.rows import HEADER, Row, exp_number, parse, row_line
 from harness.ledger.store import Store, utc_now
+from harness.errors import Refused
 
-SetupError = _common.SetupError
+Refused = Refused
 RESTORE = "auto-optim records restore"
 
 
@@ -40,14 +41,14 @@ def write(store: Store | None = None, path: Path | None = None) -> list[Row]:
 
 def read(path: Path | None = None) -> list[Row]:
     """The rows of a results.tsv file (rows.parse, the one parser); [] when there is none. A damaged
-    line is SetupError, naming it."""
+    line is Refused, naming it."""
     path = path or results_path()
     if not path.is_file():
         return []
     table, damaged = parse(path.read_text())
     if damaged:
         n, _, why = damaged[0]
-        raise SetupError(f"{path} line {n} {why}; `{RESTORE}` writes it again from records/ (git diff {path.name} "
+        raise Refused(f"{path} line {n} {why}; `{RESTORE}` writes it again from records/ (git diff {path.name} "
                          "shows what changed)")
     return table
 
@@ -80,7 +81,7 @@ def missing_records(store: Store, path: Path, committed: dict[str, str] | None) 
 
 
 def check_complete(store: Store | None = None, path: Path | None = None) -> None:
-    """Before a record is written: refuse (SetupError, one line, nothing recorded) when records/ lacks a
+    """Before a record is written: refuse (Refused, one line, nothing recorded) when records/ lacks a
     record git's last commit or a row of results.tsv holds (a run would number its record from the gap:
     the next exp is the store's), when it holds a record that neither git's last commit holds as it is
     nor this machine's key signed (one the harness did not write; without git, as before the store,
@@ -91,24 +92,24 @@ def check_complete(store: Store | None = None, path: Path | None = None) -> None
     committed = store.committed()  # None without git (a GPU machine's copy): nothing to tell a record by
     lost = missing_records(store, path, committed)
     if lost:
-        raise SetupError(f"records/ lacks {_common.plural(len(lost), 'record')} ({_span(lost)}) that results.tsv or "
+        raise Refused(f"records/ lacks {_common.plural(len(lost), 'record')} ({_span(lost)}) that results.tsv or "
                          f"git's last commit holds; nothing recorded. Restore them with `{RESTORE}` (it takes them from "
                          f"git's last commit, as git checkout HEAD -- records/ would, and writes the rest from their "
                          f"rows, marked lost), then run again")
     sources = store.lost_sources()
     if sources:
-        raise SetupError(f"records/sources/ lacks the source of {_common.plural(len(sources), 'record')} ({_span(sources)}) "
+        raise Refused(f"records/sources/ lacks the source of {_common.plural(len(sources), 'record')} ({_span(sources)}) "
                          f"that git's last commit holds; nothing recorded. Restore them with `{RESTORE}`, then run again")
     stray = [] if committed is None else [e for e in store.exps() if not store.unchanged_since_commit(e, committed)
                                           and not store.signed(e)]
     if stray:
-        raise SetupError(f"records/{stray[0]}.json is neither as git's last commit holds it nor signed with this "
+        raise Refused(f"records/{stray[0]}.json is neither as git's last commit holds it nor signed with this "
                          f"person's key: the harness did not write it; nothing recorded. Put it back (git checkout "
                          f"HEAD -- records/) or remove it, then run again")
     view = {r["exp"]: r for r in rows(store)}
     differs = [r["exp"] for r in read(path) if view.get(r["exp"]) != r]
     if differs:
-        raise SetupError(f"{path.name} row {differs[0]} is not the row records/{differs[0]}.json makes (results.tsv "
+        raise Refused(f"{path.name} row {differs[0]} is not the row records/{differs[0]}.json makes (results.tsv "
                          f"is written from records/, never by hand); nothing recorded. `{RESTORE}` writes it again "
                          f"(git diff {path.name} shows what changes), then run again")
 
@@ -117,7 +118,7 @@ def restore(store: Store | None = None, path: Path | None = None) -> tuple[list[
     """Put back what records/ lacks, then write results.tsv from it: a record git's last commit holds,
     as committed, and a source it holds; a record only a row of results.tsv (the file's or the last commit's) holds, written from
     that row and marked lost. Never drops a row: a damaged line no record holds, or a row the two
-    files disagree on, refuse (SetupError) and nothing is written. (restored from git, written as lost)."""
+    files disagree on, refuse (Refused) and nothing is written. (restored from git, written as lost)."""
     store, path = store or Store.here(), path or results_path()
     current_text = path.read_text() if path.is_file() else ""
     current, damaged = _by_exp(current_text)
@@ -129,12 +130,12 @@ def restore(store: Store | None = None, path: Path | None = None) -> tuple[list[
     have = set(store.exps())
     unrecovered = [f"{path.name} line {n} ({exp})" for n, exp, _ in damaged if exp not in have and exp not in committed_rows]
     if unrecovered:
-        raise SetupError(f"{unrecovered[0]} is damaged and no commit or record holds that row: repair it by hand")
+        raise Refused(f"{unrecovered[0]} is damaged and no commit or record holds that row: repair it by hand")
     orphans = {}
     for exp in sorted((set(current) | set(committed_rows)) - have, key=exp_number):
         mine, theirs = current.get(exp), committed_rows.get(exp)
         if mine is not None and theirs is not None and mine != theirs:
-            raise SetupError(f"row {exp} of {path.name} differs from the one in git's last commit and no record holds "
+            raise Refused(f"row {exp} of {path.name} differs from the one in git's last commit and no record holds "
                              f"it; compare them (git diff {path.name}) and repair by hand")
         orphans[exp] = mine or theirs
     for exp, row in orphans.items():

@@ -13,11 +13,11 @@ from typing import Any, Iterator
 
 from harness import _common
 from harness.ledger import git_plumbing, signing
-from harness.ledger.errors import Refused
+from harness.errors import Refused
 from harness.ledger.record import Record
 from harness.ledger.rows import exp_number
 
-SetupError = _common.SetupError
+Refused = Refused
 SIGNATURE = "signature"
 
 
@@ -33,7 +33,7 @@ class Store:
 
     def path(self, exp: str) -> Path:
         if exp_number(exp) < 0:
-            raise SetupError(f"no experiment {exp!r}: an experiment is named eNNN (e005)")
+            raise Refused(f"no experiment {exp!r}: an experiment is named eNNN (e005)")
         return self.folder / f"{exp}.json"
 
     def source_path(self, sha256: str) -> Path:
@@ -53,30 +53,30 @@ class Store:
         return self.path(exp).is_file()
 
     def raw(self, exp: str) -> dict[str, Any]:
-        """records/<exp>.json as JSON, signature included; SetupError names what is wrong."""
+        """records/<exp>.json as JSON, signature included; Refused names what is wrong."""
         path = self.path(exp)
         try:
             data = json.loads(path.read_text())
         except OSError as e:
-            raise SetupError(f"records/{path.name} cannot be read ({e.strerror}); `auto-optim records restore` "
+            raise Refused(f"records/{path.name} cannot be read ({e.strerror}); `auto-optim records restore` "
                              "puts back what git holds") from None
         except ValueError:
-            raise SetupError(f"records/{path.name} is not valid JSON; `auto-optim records restore` puts back what "
+            raise Refused(f"records/{path.name} is not valid JSON; `auto-optim records restore` puts back what "
                              "git holds") from None
         if not isinstance(data, dict):
-            raise SetupError(f"records/{path.name} is not a record")
+            raise Refused(f"records/{path.name} is not a record")
         return data
 
     def read(self, exp: str) -> Record:
-        """The record, every field checked (record.check_stored); SetupError else."""
+        """The record, every field checked (record.check_stored); Refused else."""
         data = self.raw(exp)
         data.pop(SIGNATURE, None)
         if data.get("exp") != exp:
-            raise SetupError(f"records/{exp}.json holds experiment {data.get('exp')!r}, not {exp}")
+            raise Refused(f"records/{exp}.json holds experiment {data.get('exp')!r}, not {exp}")
         try:
             return Record.from_json(data)
         except (Refused, TypeError) as e:
-            raise SetupError(f"records/{exp}.json: {e}") from None
+            raise Refused(f"records/{exp}.json: {e}") from None
 
     def records(self) -> list[Record]:
         return [self.read(exp) for exp in self.exps()]
@@ -88,7 +88,7 @@ class Store:
         return signing.verify(data, signature)
 
     def write(self, rec: Record, source: str | None = None) -> Path:
-        """Write the record once (never over a file: SetupError), signed with this machine's key; its
+        """Write the record once (never over a file: Refused), signed with this machine's key; its
         source, when given, is stored once by hash and the record names it (source_sha256)."""
         if source is not None:
             rec.source_sha256 = self.put_source(source)
@@ -118,10 +118,10 @@ class Store:
         try:
             data = self.source_path(sha).read_bytes()
         except OSError as e:
-            raise SetupError(f"records/sources/{sha}.py cannot be read ({e.strerror}); `auto-optim records restore` "
+            raise Refused(f"records/sources/{sha}.py cannot be read ({e.strerror}); `auto-optim records restore` "
                              "puts back what git holds") from None
         if hashlib.sha256(data).hexdigest() != sha:
-            raise SetupError(f"records/sources/{sha}.py does not hash to its name: changed since it was recorded")
+            raise Refused(f"records/sources/{sha}.py does not hash to its name: changed since it was recorded")
         return data.decode()
 
     def committed(self) -> dict[str, str] | None:

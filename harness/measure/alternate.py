@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.measure import busy
-from harness._common import SetupError
+
 from harness.cli.phases import phase
 from harness.measure.session import Session
+from harness.errors import Refused
 
 _rng = random.SystemRandom()
 
 
-class CandidateDidNotStart(SetupError):
+class CandidateDidNotStart(Refused):
     """The candidate's worker did not start while the keeper's did: its module (imported as the
     worker starts, harness/worker/main.py) hung or killed it. The candidate's failure, not the setup's."""
 
@@ -50,7 +51,7 @@ def started(keeper: Path, candidate: Path, preset: str, device: str, **options: 
         c.spawn()
         try:
             c.await_ready()
-        except SetupError as e:
+        except Refused as e:
             k.await_ready()  # a keeper that cannot start either: the setup's failure, as it was
             raise CandidateDidNotStart(str(e)) from None
         k.await_ready()

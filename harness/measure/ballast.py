@@ -7,15 +7,16 @@ from typing import Any
 
 import torch
 
-from harness._common import SetupError
+
 from harness.measure import nvml
+from harness.errors import Refused
 
 GB = 1e9
 SLACK_BYTES = 64 << 20     # what a ballast may miss its mark by (the allocator rounds to 2 MiB pages)
 ALONE_WAIT_S = 10.0        # how long a GPU may take to drop the context of a worker that just exited
 
 
-class NotEnoughMemory(SetupError):
+class NotEnoughMemory(Refused):
     """The GPU has less free memory than the limit to leave: the check cannot be made here."""
 
 

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Iterator
 
 from harness import _common
-from harness.ledger.errors import Refused
+from harness.errors import Refused
 from harness.ledger.store import lock_file
 
 

@@ -57,6 +57,7 @@ from harness.measure.ballast import Ballast
 from harness.target.assets import strict_fp32
 from harness.measure.worker_process import Failed, WorkerProcess
 from harness.measure.shared import SharedBuffer
+from harness.errors import Refused
 
 DEFAULT_TIMEOUTS = {"start_s": 600.0, "build_s": 1800.0, "call_s": 600.0}
 _rng = random.SystemRandom()
@@ -88,11 +89,11 @@ class Session(Measuring, SessionWorker):
         self._check_group()
         self.candidate = Path(os.path.abspath(candidate)) if candidate else _common.root() / self.goals["candidate"]
         if not self.candidate.is_file():
-            raise _common.SetupError(f"candidate file not found: {self.candidate}")
+            raise Refused(f"candidate file not found: {self.candidate}")
         try:  # the agent's file, read once without following a link (harness/sandbox/snapshot.py)
             self.source = snapshot.read(self.candidate, _common.root())
         except snapshot.nofollow.NotPlain as e:
-            raise _common.SetupError(str(e)) from None
+            raise Refused(str(e)) from None
         self.unsandboxed = unsandboxed
         self.timeouts = {**DEFAULT_TIMEOUTS, **self.goals.get("timeouts", {})}
         if timeout is not None:
@@ -102,7 +103,7 @@ class Session(Measuring, SessionWorker):
         if not unsandboxed:
             why = boundary.available()
             if why:
-                raise _common.SetupError(f"no sandbox for the candidate: {why}; pass --unsandboxed to run it without "
+                raise Refused(f"no sandbox for the candidate: {why}; pass --unsandboxed to run it without "
                                    "one (a person's choice: its row will say so)")
         self.landlock_abi = 0 if unsandboxed else landlock.abi_version()
         self.worker: WorkerProcess | None = None
@@ -113,10 +114,10 @@ class Session(Measuring, SessionWorker):
         self.used: set[int] = set()
         self.assets_from = assets_from  # a session beside this one (alternate.py): its inputs and references
         if memory_gb is not None and assets.reference_follows_output(self.adapter):
-            raise _common.SetupError(f"a memory limit needs references made beforehand; {self.goals['adapter']} "
+            raise Refused(f"a memory limit needs references made beforehand; {self.goals['adapter']} "
                                      "computes each call's in this process, which would take from the worker's share")
         if memory_gb is not None and self.device != "cuda":
-            raise _common.SetupError("a memory limit (--memory-gb, a preset's memory_gb) needs a GPU")
+            raise Refused("a memory limit (--memory-gb, a preset's memory_gb) needs a GPU")
         self.memory_gb = memory_gb      # the GB the worker finds free on each GPU (harness/measure/memory_limit.py)
         self.ballast: Ballast | None = None
         # The host memory the worker's cgroup may hold, all its processes together (harness/sandbox/cgroup.py).
@@ -133,10 +134,10 @@ class Session(Measuring, SessionWorker):
         if self.ranks == 1:
             return
         if not callable(getattr(self.adapter, "build_split", None)):
-            raise _common.SetupError(f"preset {self.preset} runs on {self.ranks} ranks, but the target's adapter "
+            raise Refused(f"preset {self.preset} runs on {self.ranks} ranks, but the target's adapter "
                                      f"({self.goals['adapter']}) has no build_split to run a call across them")
         if self.device == "cuda" and torch.cuda.device_count() < self.ranks:
-            raise _common.SetupError(f"preset {self.preset} needs {self.ranks} GPUs, one a rank; "
+            raise Refused(f"preset {self.preset} needs {self.ranks} GPUs, one a rank; "
                                      f"{torch.cuda.device_count()} are visible here")
 
     def __enter__(self) -> "Session":
@@ -166,7 +167,7 @@ class Session(Measuring, SessionWorker):
         """n pool inputs this worker has not been given yet (a strict-fp32 one first, if any)."""
         left = [i for i in range(len(self.pool)) if i not in self.used]
         if len(left) < n:
-            raise _common.SetupError(f"the pool for preset {self.preset} has {len(self.pool)} inputs, this run needs "
+            raise Refused(f"the pool for preset {self.preset} has {len(self.pool)} inputs, this run needs "
                                f"{len(self.used) + n}; remake it: python -P -m harness.target.make_reference --only pool --force")
         strict = [i for i in left if self.pool[i]["strict"]][:1]
         picks = strict + _rng.sample([i for i in left if i not in strict], n - len(strict))
@@ -259,7 +260,7 @@ class Session(Measuring, SessionWorker):
             self._fresh_worker()
             rep = self._throwaway_call("profile")
             summary = self._checked("profile", replies.profile, rep)
-        except (Failed, _common.SetupError) as e:
+        except (Failed, Refused) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while profiling: {e}")
             return None
         facts.setdefault("claims", {})["profile"] = profile.claimed(summary, facts.get("median_s"))
@@ -301,7 +302,7 @@ class Session(Measuring, SessionWorker):
         try:
             counted = self._throwaway_call("flops")
             count, error = self._checked("flops", replies.flops, counted)
-        except (Failed, _common.SetupError) as e:
+        except (Failed, Refused) as e:
             facts.update(passed=False, status=getattr(e, "status", "crash"), reason=f"while counting FLOPs: {e}")
             return False
         claims = facts.setdefault("claims", {})

@@ -15,6 +15,7 @@ from harness.measure.shared import SharedBuffer
 from harness.measure.worker_process import Failed, WorkerProcess
 from harness.sandbox import boundary, cgroup, worker_policy
 from harness.target import assets
+from harness.errors import Refused
 
 _noted: set[str] = set()
 
@@ -77,7 +78,7 @@ class SessionWorker:
             self.worker = WorkerProcess(self.worker_cfg, [b.fd for b in self.buffers], self.policy, not self.unsandboxed,
                                         self.timeouts, self.worker_memory_bytes, self.worker_tasks)
         except Failed as e:
-            raise _common.SetupError(f"the worker could not start: {e}") from None
+            raise Refused(f"the worker could not start: {e}") from None
         if self.worker.cgroup_note:
             note_once(f"harness: {self.worker.cgroup_note}; {self.worker_label()}")
 
@@ -100,9 +101,9 @@ class SessionWorker:
         try:
             abi, self.load_s = replies.ready(self.worker.reply("start", self.timeouts["start_s"]))
         except (Failed, replies.Malformed) as e:
-            raise _common.SetupError(f"the worker could not start: {e}") from None
+            raise Refused(f"the worker could not start: {e}") from None
         if abi < self.landlock_abi:
-            raise _common.SetupError("the worker did not confirm its Landlock rules")
+            raise Refused("the worker did not confirm its Landlock rules")
 
     def _hidden(self) -> list[Path]:
         """What the worker may never read: the inputs, references and pool, and the key that signs

@@ -19,6 +19,7 @@ from harness import _common
 from harness.measure import nvml
 from harness.sandbox import boundary, cgroup
 from harness.target import assets
+from harness.errors import Refused
 
 HARNESS = Path(__file__).resolve().parents[1]
 # What of the harness's environment the worker gets: what its libraries read (and the variables
@@ -42,7 +43,7 @@ class Gpus:
 def gpus(device: str, count: int, sandboxed: bool = True) -> Gpus:
     """The first `count` CUDA devices of this process for a sandboxed worker; none on a CPU or
     unsandboxed (that worker inherits the harness's CUDA_VISIBLE_DEVICES and sees every GPU).
-    Refuses (SetupError) where NVML cannot name a device's node, or the node is not there: showing
+    Refuses (Refused) where NVML cannot name a device's node, or the node is not there: showing
     every GPU instead would let a candidate use one it was not given."""
     if device != "cuda" or not sandboxed:
         return Gpus()
@@ -50,10 +51,10 @@ def gpus(device: str, count: int, sandboxed: bool = True) -> Gpus:
     nodes = [nvml.device_node(k) for k in range(count)]
     for k, uuid in enumerate(uuids):
         if uuid is None:
-            raise _common.SetupError(f"CUDA device {k} has no UUID (torch.cuda.get_device_properties)")
+            raise Refused(f"CUDA device {k} has no UUID (torch.cuda.get_device_properties)")
     for k, node in enumerate(nodes):
         if node is None or not os.path.exists(node):
-            raise _common.SetupError(f"cannot tell which /dev/nvidiaN is CUDA device {k} ({node or 'NVML did not answer'}; "
+            raise Refused(f"cannot tell which /dev/nvidiaN is CUDA device {k} ({node or 'NVML did not answer'}; "
                                      "a MIG slice is not supported): the sandbox shows a worker only the GPUs it is given")
     return Gpus(uuids, nodes)
 

@@ -58,7 +58,7 @@ class OptionalAdapter(Protocol):
         Computed after each call, on the harness's own copy of the model, instead of a stored one."""
 
     def input_from_clip(self, shape: list[int], clip: str | None, start_s: float | None, device: Any, model: Any) -> Any:
-        """input_from_clip(shape, clip, start_s, device, model) -> (input, facts) encoded from a video file, or with clip None the target's own clip; a bad clip: SetupError (make_latent)"""
+        """input_from_clip(shape, clip, start_s, device, model) -> (input, facts) encoded from a video file, or with clip None the target's own clip; a bad clip: Refused (make_latent)"""
 
     def build_split(self, build: Any, model: Any, example: Any, group: Any) -> Any:
         """build_split(build_fn, model, example, group) -> (forward_fn, info) that runs one call across the ranks of a worker group (a preset's "ranks"): every rank calls it, rank 0's output counts"""

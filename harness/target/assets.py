@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from harness._common import SetupError, root, sha256_tensor
+from harness._common import root, sha256_tensor
+from harness.errors import Refused
 
 
 def assets_dir() -> Path:
@@ -55,13 +56,13 @@ REMAKE = "run auto-optim prepare (it remakes what is missing, damaged or stale)"
 def load_asset(path: Path, what: str, mmap: bool = False) -> dict[str, Any]:
     """An asset file as a dict (mmap: its tensors mapped, not read: a cheap check of a large one)."""
     if not path.is_file():
-        raise SetupError(f"{what} not found: {path}; {REMAKE}")
+        raise Refused(f"{what} not found: {path}; {REMAKE}")
     try:
         asset = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # noqa: BLE001 - any unreadable file is the same setup error
-        raise SetupError(f"{what} {path} is damaged ({type(e).__name__}); {REMAKE}") from None
+        raise Refused(f"{what} {path} is damaged ({type(e).__name__}); {REMAKE}") from None
     if not isinstance(asset, dict):
-        raise SetupError(f"{what} {path} is not an asset this harness made; {REMAKE}")
+        raise Refused(f"{what} {path} is not an asset this harness made; {REMAKE}")
     return asset
 
 
@@ -81,37 +82,37 @@ def load_input_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) ->
     path = input_path(preset)
     x = load_asset(path, "input").get("input")
     if not isinstance(x, torch.Tensor):
-        raise SetupError(f"{path} holds no 'input' tensor; {REMAKE}")
+        raise Refused(f"{path} holds no 'input' tensor; {REMAKE}")
     shape = list(goals["presets"][preset]["input_shape"])
     if list(x.shape) != shape:
-        raise SetupError(f"{path}: input shape {list(x.shape)}, preset {preset} needs {shape}; {REMAKE}")
+        raise Refused(f"{path}: input shape {list(x.shape)}, preset {preset} needs {shape}; {REMAKE}")
     dtype = adapter.make_input(shape, 0, "cpu").dtype
     if x.dtype != dtype:
-        raise SetupError(f"{path}: input dtype {x.dtype}, the target's inputs are {dtype}; {REMAKE}")
+        raise Refused(f"{path}: input dtype {x.dtype}, the target's inputs are {dtype}; {REMAKE}")
     if x.is_floating_point() and not torch.isfinite(x).all():
-        raise SetupError(f"{path}: input has NaN or Inf; {REMAKE}")
+        raise Refused(f"{path}: input has NaN or Inf; {REMAKE}")
     return x
 
 
 def _check_made_for(meta: dict[str, Any], adapter: ModuleType, path: Path) -> None:
     """A reference is only valid for the weights and model code it was made with."""
     if meta.get("model_sha256") != model_code_sha256(adapter):
-        raise SetupError(f"model code changed since {path.name} was made; {REMAKE}")
+        raise Refused(f"model code changed since {path.name} was made; {REMAKE}")
     if meta.get("weights_id") != adapter.weights_id():
-        raise SetupError(f"weights changed since {path.name} was made; {REMAKE}")
+        raise Refused(f"weights changed since {path.name} was made; {REMAKE}")
 
 
 def load_reference_asset(goals: dict[str, Any], adapter: ModuleType, preset: str) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """The benchmark input and its strict-fp32 reference, checked against each other and against
-    the model code and weights (SetupError when stale)."""
+    the model code and weights (Refused when stale)."""
     x = load_input_asset(goals, adapter, preset)
     path = reference_path(preset)
     asset = load_asset(path, "reference")
     ref, meta = asset.get("output"), asset.get("meta") or {}
     if not isinstance(ref, torch.Tensor):
-        raise SetupError(f"{path} holds no 'output' tensor; {REMAKE}")
+        raise Refused(f"{path} holds no 'output' tensor; {REMAKE}")
     if meta.get("input_sha256") != sha256_tensor(x):
-        raise SetupError(f"{path.name} was made from another input; {REMAKE}")
+        raise Refused(f"{path.name} was made from another input; {REMAKE}")
     _check_made_for(meta, adapter, path)
     return x, ref, meta
 
@@ -129,7 +130,7 @@ def _pool_files(preset: str) -> list[Path]:
     folder = pool_dir(preset)
     files = sorted(folder.glob("*.pt")) if folder.is_dir() else []
     if not files:
-        raise SetupError(f"no pool of fresh inputs in {folder}; {REMAKE}")
+        raise Refused(f"no pool of fresh inputs in {folder}; {REMAKE}")
     return files
 
 
@@ -139,19 +140,19 @@ def _pool_asset(f: Path, adapter: ModuleType, follows: bool, mmap: bool = False)
     asset = load_asset(f, "pool input", mmap)
     _check_made_for(asset.get("meta") or {}, adapter, f)
     if not isinstance(asset.get("input"), torch.Tensor):
-        raise SetupError(f"{f} holds no input; {REMAKE}")
+        raise Refused(f"{f} holds no input; {REMAKE}")
     if asset.get("output") is None and not follows:
-        raise SetupError(f"{f} holds no reference; {REMAKE}")
+        raise Refused(f"{f} holds no reference; {REMAKE}")
     return asset
 
 
 def check_pool(goals: dict[str, Any], adapter: ModuleType, preset: str) -> None:
-    """SetupError when the pool is missing, short of goals.json's size, damaged or stale (its
+    """Refused when the pool is missing, short of goals.json's size, damaged or stale (its
     files mapped, not read: cheap at the full preset too)."""
     files = _pool_files(preset)
     want = int(goals.get("pool", {}).get("size", 8))
     if len(files) < want:
-        raise SetupError(f"{pool_dir(preset)} holds {len(files)} inputs, goals.json's pool {want}; {REMAKE}")
+        raise Refused(f"{pool_dir(preset)} holds {len(files)} inputs, goals.json's pool {want}; {REMAKE}")
     for f in files:
         _pool_asset(f, adapter, reference_follows_output(adapter), mmap=True)
 

@@ -31,9 +31,10 @@ import torch
 
 from harness import _common
 from harness.target import assets
+from harness.errors import Refused
 
 
-class InputError(_common.SetupError):
+class InputError(Refused):
     """A bad clip or input: one line on stderr, exit 2, nothing written."""
 
 
@@ -74,7 +75,7 @@ def clip_input(adapter: ModuleType, mode: str, preset: str, shape: list[int], cl
             z, facts = from_clip(shape, str(path), 0.0, device, model)
             return z, {**facts, "source": "synthetic-clip", "clip_path": str(path)}
         return from_clip(shape, None if mode == "default" else clip or "", start_s, device, model)  # None: its own
-    except _common.SetupError as e:
+    except Refused as e:
         if mode != "default":
             raise InputError(str(e)) from None
         print(f"make_latent: note: the target's own clip is unavailable ({e}); using the seeded input", file=sys.stderr)
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = "seeded" if args.seeded else "clip" if args.clip else "synthetic-clip" if args.synthetic_clip else "default"
     try:
         facts = run(args.preset, mode, args.clip, args.start, args.device, args.force)
-    except _common.SetupError as e:
+    except Refused as e:
         print(f"make_latent: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
     _common.emit([f"latent for preset {facts['preset']}: {facts['shape']} from {facts['source']} -> {facts['path']}"], facts)

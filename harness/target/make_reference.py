@@ -40,6 +40,7 @@ import torch
 from harness import _common
 from harness.target import assets
 from harness.target.assets import strict_fp32
+from harness.errors import Refused
 
 
 def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor, device: str,
@@ -107,7 +108,7 @@ def run(preset: str | None = None, device: str | None = None, force: bool = Fals
     want_ref = only in (None, "reference") and (force or not path.exists())
     want_pool = only in (None, "pool") and (force or not folder.exists())
     if not (want_ref or want_pool):
-        raise _common.SetupError(f"{path.name} and {folder.name}/ exist; pass --force to remake them")
+        raise Refused(f"{path.name} and {folder.name}/ exist; pass --force to remake them")
     x = assets.load_input_asset(goals, adapter, preset)  # before the slow model load: bad input fails fast
     model = model if model is not None else adapter.load_model(device)
     facts: dict[str, Any] = {"preset": preset, "device": device, "path": str(path), "made": []}
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         facts = run(args.preset, args.device, args.force, only=args.only)
-    except _common.SetupError as e:
+    except Refused as e:
         print(f"make_reference: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
     _common.emit([f"preset {facts['preset']} on {facts['device']}: made " + ", ".join(facts["made"])], facts)

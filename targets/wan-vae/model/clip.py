@@ -4,7 +4,7 @@ which harness/target/make_latent.py calls).
 
 The VAE's own clip is the CC-BY Tears of Steel film (Blender Foundation), streamed over HTTP
 from a start drawn in secret; a procedural clip (render_synthetic_clip) stands in offline.
-A bad clip is a SetupError with one line.
+A bad clip is a Refused with one line.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness._common import SetupError, sha256_file, sha256_tensor
+from harness._common import sha256_file, sha256_tensor
 from harness.target.assets import strict_fp32
+from harness.errors import Refused
 
 # Tears of Steel (c) Blender Foundation, mango.blender.org, CC-BY 3.0. The 1080p cut is 1920x800,
 # tall enough for the full preset's 704 rows (the 720p cut is only 534 rows).
@@ -32,7 +33,7 @@ def _import_av() -> ModuleType:
     try:
         import av  # lazy: the GPU machine may not have PyAV
     except ImportError:
-        raise SetupError("PyAV is not installed (pip install av); use --seeded") from None
+        raise Refused("PyAV is not installed (pip install av); use --seeded") from None
     return av
 
 
@@ -59,10 +60,10 @@ def read_clip(source: str, frames: int, height: int, width: int, start_s: float 
     try:
         container = av.open(source, options=options)
     except Exception as e:  # noqa: BLE001 - PyAV raises many kinds; all mean "cannot read"
-        raise SetupError(f"cannot open clip {source}: {type(e).__name__}: {e}".replace("\n", " ")) from None
+        raise Refused(f"cannot open clip {source}: {type(e).__name__}: {e}".replace("\n", " ")) from None
     with container:
         if not container.streams.video:
-            raise SetupError(f"{source} has no video stream")
+            raise Refused(f"{source} has no video stream")
         stream = container.streams.video[0]
         if start_s > 0 and stream.time_base:
             container.seek(int(start_s / stream.time_base), stream=stream)
@@ -72,17 +73,17 @@ def read_clip(source: str, frames: int, height: int, width: int, start_s: float 
                 if frame.time is not None and frame.time < start_s - 1e-6:
                     continue  # seeking lands on the keyframe before start_s
                 if frame.height < height or frame.width < width:
-                    raise SetupError(f"clip frames are {frame.width}x{frame.height}; the preset needs "
+                    raise Refused(f"clip frames are {frame.width}x{frame.height}; the preset needs "
                                      f"at least {width}x{height}")
                 picked.append(_fit(frame.to_ndarray(format="rgb24"), height, width, av))
                 if len(picked) == frames:
                     break
-        except SetupError:
+        except Refused:
             raise
         except Exception as e:  # noqa: BLE001
-            raise SetupError(f"cannot decode clip {source}: {type(e).__name__}: {e}".replace("\n", " ")) from None
+            raise Refused(f"cannot decode clip {source}: {type(e).__name__}: {e}".replace("\n", " ")) from None
     if len(picked) < frames:
-        raise SetupError(f"clip {source} has {len(picked)} frames after {start_s} s; the preset needs {frames}")
+        raise Refused(f"clip {source} has {len(picked)} frames after {start_s} s; the preset needs {frames}")
     video = torch.from_numpy(np.stack(picked)).permute(3, 0, 1, 2).unsqueeze(0)  # [1, 3, T, H, W]
     return video.float() / 127.5 - 1.0
 
@@ -98,7 +99,7 @@ def read_source(clip: str | None, start_s: float | None, frames: int, height: in
                        "license": "CC-BY 3.0, Blender Foundation"}
     src = Path(clip)
     if not src.is_file():
-        raise SetupError(f"clip file not found: {src}")
+        raise Refused(f"clip file not found: {src}")
     start = start_s or 0.0
     video = read_clip(str(src), frames, height, width, start)
     return video, {"source": f"clip:{src}", "clip_sha256": sha256_file(src), "start_s": start}
@@ -109,7 +110,7 @@ def encode_video(model: torch.nn.Module, video: torch.Tensor, device: str, shape
     with strict_fp32(), torch.no_grad():
         z = model.encode(video.to(device, torch.float32)).detach().to("cpu", torch.float32).contiguous()
     if list(z.shape) != list(shape):
-        raise SetupError(f"encoded latent has shape {list(z.shape)}, preset needs {list(shape)}")
+        raise Refused(f"encoded latent has shape {list(z.shape)}, preset needs {list(shape)}")
     return z
 
 

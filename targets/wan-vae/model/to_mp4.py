@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from harness import _common
+from harness.errors import Refused
 
 AMPLIFY = 20.0
 
@@ -147,7 +148,7 @@ def decode(args: argparse.Namespace) -> tuple[dict[str, Any], torch.Tensor]:
     device = args.device or _common.default_device()
     candidate = args.candidate or _common.root() / goals["candidate"]
     if not candidate.is_file():
-        raise _common.SetupError(f"candidate file not found: {candidate}")
+        raise Refused(f"candidate file not found: {candidate}")
 
     print("stage 1/3: load model", file=sys.stderr)
     vae = _common.load_adapter(goals).load_model(device)
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except _common.SetupError as e:
+    except Refused as e:
         print(f"setup error: {e}", file=sys.stderr)
         return 2
     _common.emit([f"wrote {facts['out']}: {facts['frames']} frames {facts['width']}x{facts['height']}, "
