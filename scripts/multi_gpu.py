@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,7 +45,7 @@ from harness import _common
 from integrations.split_decode import HEIGHT, choose_split
 
 BORDER = 16  # video pixels on each side of a slab border in the border PSNR
-STALL_S = 240  # a rank still running after this long is hung: its stacks are printed and it exits
+STALL_S = float(os.environ.get("MULTI_GPU_STALL_S", 240))  # a rank still running after this long is hung: its stacks are printed and it exits
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -66,7 +67,11 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
     from integrations.split_decode import build_split_decoder
     from harness.target.loader import load_source
 
-    faulthandler.dump_traceback_later(STALL_S, exit=True)  # a hung rank prints where, and ends
+    # A hung rank prints where (every rank, so both sides of a stuck exchange show), then ends.
+    faulthandler.dump_traceback_later(STALL_S, exit=False)
+    ender = threading.Timer(STALL_S + 15, os._exit, (3,))
+    ender.daemon = True
+    ender.start()
     device = device_of(rank, backend)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -120,8 +125,8 @@ def profile_call(decode, z, device: torch.device, path: Path) -> None:
 
 def run(world: int, backend: str, shape: list[int], runs: int, folder: Path, candidate: Path,
         profile_dir: Path | None = None) -> dict:
-    out = folder / f"n{world}.pt"
-    store = folder / f"store{world}"
+    run_dir = Path(tempfile.mkdtemp(dir=folder))  # a fresh rendezvous file for each run
+    out, store = run_dir / "out.pt", run_dir / "store"
     mp.spawn(rank_main, args=(world, str(store), backend, shape, runs, str(out), str(candidate),
                               str(profile_dir) if profile_dir else None),
              nprocs=world, join=True)
@@ -154,6 +159,27 @@ def per_call_table(results: dict[int, dict]) -> list[str]:
     return lines
 
 
+def candidate_table(results: dict[int, dict], alone: dict[int, float], reference: torch.Tensor,
+                    first_one: dict, first: Path) -> list[str]:
+    """One candidate's rows: a GPU count a row; the speedup over its own one-GPU decode and over the
+    first candidate's (the comparison of two candidates on the same GPUs)."""
+    one = results[1]
+    lines = [f"| GPUs | split | median | one slab alone | first call | speedup | efficiency | vs {first.name} on 1 GPU | "
+             "peak a GPU | PSNR vs 1 GPU (borders) | PSNR vs fp32 eager (borders) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, r in results.items():
+        split = r["split"]
+        where_split = f"{split['axis']}, slabs {split['latent_slabs']}" if split else "-"
+        speedup = one["median_s"] / r["median_s"]
+        vs_one = "-" if n == 1 else f"{psnr(r['video'], one['video']):.2f} dB ({border_psnr(r['video'], one['video'], split):.2f})"
+        fp32_borders = border_psnr(r["video"], reference, split)
+        vs_fp32 = f"{psnr(r['video'], reference):.2f} dB" + (f" ({fp32_borders:.2f})" if fp32_borders else "")
+        slab_alone = f"{alone[n]:.3f} s" if n in alone else "-"
+        lines.append(f"| {n} | {where_split} | {r['median_s']:.3f} s | {slab_alone} | {r['first_s']:.1f} s | {speedup:.2f}x | "
+                     f"{speedup / n:.0%} | {first_one['median_s'] / r['median_s']:.2f}x | {max(r['peaks_gb']):.1f} GB | {vs_one} | {vs_fp32} |")
+    return lines
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gpus", default="1,2", help="the counts to measure, comma-separated (1 first)")
@@ -163,10 +189,12 @@ def main() -> int:
     p.add_argument("--slab-alone", action="store_true", help="also time one slab alone on one GPU")
     p.add_argument("--per-call", action="store_true", help="each timed call, with when each rank's launches were queued")
     p.add_argument("--profile", type=Path, metavar="DIR", help="profile one more call of each count into DIR")
-    p.add_argument("--candidate", type=Path, default=REPO / "targets" / "wan-vae" / "optimize.py", help="the file measured (default: optimize.py)")
+    p.add_argument("--candidate", type=Path, action="append",
+                   help="the file measured (default: optimize.py); given more than once, each in turn on the same GPUs")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     counts = [int(n) for n in a.gpus.split(",")]
+    candidates = a.candidate or [REPO / "targets" / "wan-vae" / "optimize.py"]
     if counts[0] != 1:
         raise SystemExit("multi_gpu: --gpus must start with 1 (the single-GPU decode everything is compared with)")
     if a.backend == "nccl" and max(counts) > torch.cuda.device_count():
@@ -176,36 +204,30 @@ def main() -> int:
     adapter = _common.load_adapter(goals)
     adapter.load_model("cpu")  # makes the synthetic-weights cache once, before the ranks read it
     with tempfile.TemporaryDirectory() as tmp:
-        results = {n: run(n, a.backend, shape, a.runs, Path(tmp), a.candidate, a.profile) for n in counts}
-        alone = {}
-        for n in counts[1:] if a.slab_alone else []:
-            axis, sizes = choose_split(shape[-2], shape[-1], n)
-            slab = list(shape)
-            slab[axis] = max(sizes)
-            alone[n] = run(1, a.backend, slab, a.runs, Path(tmp), a.candidate)["median_s"]
+        measured = {}  # candidate -> (results by count, one slab alone by count)
+        for candidate in candidates:
+            results = {n: run(n, a.backend, shape, a.runs, Path(tmp), candidate, a.profile) for n in counts}
+            alone = {}
+            for n in counts[1:] if a.slab_alone else []:
+                axis, sizes = choose_split(shape[-2], shape[-1], n)
+                slab = list(shape)
+                slab[axis] = max(sizes)
+                alone[n] = run(1, a.backend, slab, a.runs, Path(tmp), candidate)["median_s"]
+            measured[candidate] = results, alone
     device = device_of(0, a.backend)
     with torch.no_grad():
         reference = adapter.reference(adapter.load_model(device), adapter.make_input(shape, 1, device)).cpu()
-    one = results[1]
     where = (f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}"
              if a.backend == "nccl" else f"CPU, torch {torch.__version__}, gloo")
-    lines = [f"# {a.candidate.name} split across GPUs ({where}; preset {a.preset}, latent {shape}, "
-             f"{adapter.weights_kind()} weights; {a.runs} timed calls after the first)", "",
-             "| GPUs | split | median | one slab alone | first call | speedup | efficiency | peak a GPU | PSNR vs 1 GPU (borders) | PSNR vs fp32 eager (borders) |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for n, r in results.items():
-        split = r["split"]
-        where_split = f"{split['axis']}, slabs {split['latent_slabs']}" if split else "-"
-        speedup = one["median_s"] / r["median_s"]
-        vs_one = "-" if n == 1 else f"{psnr(r['video'], one['video']):.2f} dB ({border_psnr(r['video'], one['video'], split):.2f})"
-        fp32_borders = border_psnr(r["video"], reference, split)
-        vs_fp32 = f"{psnr(r['video'], reference):.2f} dB" + (f" ({fp32_borders:.2f})" if fp32_borders else "")
-        peak = max(r["peaks_gb"])
-        slab_alone = f"{alone[n]:.3f} s" if n in alone else "-"
-        lines.append(f"| {n} | {where_split} | {r['median_s']:.3f} s | {slab_alone} | {r['first_s']:.1f} s | {speedup:.2f}x | "
-                     f"{speedup / n:.0%} | {peak:.1f} GB | {vs_one} | {vs_fp32} |")
-    if a.per_call:
-        lines += per_call_table(results)
+    first_one = measured[candidates[0]][0][1]
+    lines = []
+    for candidate, (results, alone) in measured.items():
+        heading = f"# {candidate.name} split across GPUs ({where}; preset {a.preset}, latent {shape}, " \
+                  f"{adapter.weights_kind()} weights; {a.runs} timed calls after the first)"
+        lines += [heading, ""] + candidate_table(results, alone, reference, first_one, candidates[0])
+        if a.per_call:
+            lines += per_call_table(results)
+        lines.append("")
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
