@@ -135,7 +135,7 @@ class HaloExchange:
         axis, n = self.split.axis, x.shape[self.split.axis]
         if n < rows:
             raise ValueError(f"a slab of {n} rows cannot lend a halo of {rows}: too many ranks for this latent")
-        mine = torch.stack([x.narrow(axis, 0, rows), x.narrow(axis, n - rows, rows)])
+        mine = torch.stack([x.narrow(axis, 0, rows), x.narrow(axis, n - rows, rows)]).contiguous()  # NCCL takes no other
         ranks, r = self.split.ranks, self.split.rank
         gathered = torch.empty((2 * ranks, *mine.shape[1:]), dtype=x.dtype, device=x.device)  # [rank's first, last, ...]
         work = dist.all_gather_into_tensor(gathered, mine, group=self.group, async_op=True) \
