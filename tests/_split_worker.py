@@ -71,8 +71,29 @@ def only_batched_p2p() -> None:
             setattr(module, name, op)
 
 
+def only_contiguous_collectives() -> None:
+    """NCCL refuses a strided tensor in a collective ("Tensors must be contiguous"); gloo takes it, so
+    a CPU run alone would pass what crashes on GPUs (e128). Here a strided one raises, as under NCCL."""
+    from torch.distributed import distributed_c10d as c10d
+
+    def contiguous_only(fn):  # type: ignore[no-untyped-def]
+        def op(*args, **kwargs):  # type: ignore[no-untyped-def]
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            tensors += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
+            if any(not t.is_contiguous() for t in tensors):
+                raise ValueError("Tensors must be contiguous (as NCCL says)")
+            return fn(*args, **kwargs)
+        return op
+
+    for name in ("all_gather_into_tensor", "all_gather", "broadcast"):
+        wrapped = contiguous_only(getattr(c10d, name))
+        for module in (dist, c10d):
+            setattr(module, name, wrapped)
+
+
 def main() -> None:
     only_batched_p2p()
+    only_contiguous_collectives()
     rank, world, store, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     shape = [int(s) for s in sys.argv[5].split(",")]
     torch.set_num_threads(1)  # 2 to 4 ranks share the CI machine's cores
