@@ -88,6 +88,10 @@ def test_split_decode_matches_one_process(world: int, shape: tuple[int, ...], ax
     whole, split, no_halo = got["whole"], got["split"], got["no_halo"]
     assert split.shape == whole.shape and split.dtype == torch.float32
     assert float((split - whole).abs().max()) < TOLERANCE
+    # The recorded decode replayed on another latent (on GPUs a CUDA graph; here its CPU stand-in):
+    # that latent's video, not the recorded one's.
+    assert float((got["replayed"] - got["whole_other"]).abs().max()) < TOLERANCE
+    assert float((got["replayed"] - whole).abs().max()) > SEAM
     for k, (s, w, n) in enumerate(zip(*(border_rows(v, axis, slabs) for v in (split, whole, no_halo)))):
         assert float((s - w).abs().max()) < TOLERANCE, f"seam at border {k}"
         assert float((n - w).abs().max()) > SEAM, f"border {k} matches without the halo: the test proves nothing"

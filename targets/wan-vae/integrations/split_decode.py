@@ -33,7 +33,7 @@ The video's slabs are gathered on the root rank. One process group of size 1 (or
 today's path, untouched: build_split_decoder returns build_decoder's own forward_fn.
 
 On GPUs each rank's slab decode, its exchanges included, is replayed from one CUDA graph after
-its first call (`_GraphedSlab`); the broadcast of the latent and the gather of the video stay eager.
+its first call (`_ReplayedSlab`); the broadcast of the latent and the gather of the video stay eager.
 
 What the candidate must keep for a split to be exact (tests/test_split_decode.py checks it on
 CPU): every conv that pads in space goes through its module's `F.conv2d` / `F.conv3d` or a
@@ -346,39 +346,48 @@ def _hooked(namespace: dict[str, Any], halo: HaloExchange) -> Iterator[None]:
         namespace.update(saved)
 
 
-class _GraphedSlab:
-    """A rank's slab decode, its halo exchanges included, replayed from one CUDA graph. Eagerly the
-    rank's launching thread queues every kernel of the whole decode for a slab's worth of GPU work
-    (issue 44); a replay queues one graph. The first call decodes once eagerly and drops the result
-    (the candidate's compiles finish, cudnn.benchmark picks its algorithms, the communicators start),
-    then records the same decode on a static copy of the slab; every call copies its slab in and
-    replays. The output is the graph's own tensor: forward_fn has sent it or copied it into the
-    video before the next replay overwrites it."""
+Record = Callable[[Callable[[], Tensor]], tuple[Callable[[], None], Tensor]]
 
-    def __init__(self, decode: Callable[[Tensor], Tensor]) -> None:
-        self.decode = decode
-        self.graph: torch.cuda.CUDAGraph | None = None
+
+def record_cuda_graph(fn: Callable[[], Tensor]) -> tuple[Callable[[], None], Tensor]:
+    """(replay, output): fn's work recorded into one CUDA graph (not run: replay runs it, into output)."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # the eager call's cached blocks: the graph's pool is its own
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        out = fn()
+    return graph.replay, out
+
+
+class _ReplayedSlab:
+    """A rank's slab decode, its halo exchanges included, recorded once and replayed (on GPUs from one
+    CUDA graph: `record_cuda_graph`). Eagerly the rank's launching thread queues every kernel of the
+    whole decode for a slab's worth of GPU work (issue 44); a replay queues one graph. The first call
+    decodes once eagerly and drops the result (the candidate's compiles finish, cudnn.benchmark picks
+    its algorithms, the communicators start), then records the decode of a static copy of the slab;
+    every call copies its slab in and replays. The output is the recording's own tensor: forward_fn
+    has sent it or copied it into the video before the next replay overwrites it."""
+
+    def __init__(self, decode: Callable[[Tensor], Tensor], record: Record) -> None:
+        self.decode, self.record = decode, record
+        self.replay: Callable[[], None] | None = None
         self.static_in = self.static_out = None
 
     def __call__(self, slab: Tensor) -> Tensor:
-        if self.graph is None:
+        if self.replay is None:
             self.decode(slab)
-            torch.cuda.synchronize(slab.device)
-            torch.cuda.empty_cache()  # the eager call's cached blocks: the graph's pool is its own
             self.static_in = slab.clone()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                self.static_out = self.decode(self.static_in)
-            self.graph = graph
+            self.replay, self.static_out = self.record(lambda: self.decode(self.static_in))
         self.static_in.copy_(slab)
-        self.graph.replay()
+        self.replay()
         return self.static_out
 
 
 def build_split_decoder(build_decoder: BuildFn, vae: Any, example_latent: Tensor,
                         group: dist.ProcessGroup | None = None, root: int = 0,
                         split: tuple[int, tuple[int, ...]] | None = None,
-                        namespace: dict[str, Any] | None = None) -> tuple[Callable, dict]:
+                        namespace: dict[str, Any] | None = None,
+                        record: Record | None = None) -> tuple[Callable, dict]:
     """(forward_fn, info) that decodes across the ranks of `group` (the default group when
     torch.distributed is initialized; otherwise, or with one rank, build_decoder's own result).
 
@@ -387,6 +396,8 @@ def build_split_decoder(build_decoder: BuildFn, vae: Any, example_latent: Tensor
     decoded (the others may pass None), the root gets the whole video, the others None.
     `split` = (axis, slab sizes) overrides choose_split. `namespace`: the globals of the module
     whose F and conv functions the decoder calls; build_decoder's own module by default.
+    `record`: how a rank's decode is recorded for replay (`_ReplayedSlab`): on GPUs a CUDA graph
+    unless given, on CPU none (eager); the tests give a CPU stand-in.
     """
     if group is None and dist.is_available() and dist.is_initialized():
         group = dist.group.WORLD
@@ -404,14 +415,16 @@ def build_split_decoder(build_decoder: BuildFn, vae: Any, example_latent: Tensor
     if namespace is None:
         namespace = build_decoder.__globals__  # the candidate module's globals, which its decoder reads
     shape, device = tuple(example_latent.shape), example_latent.device
-    graphed = _GraphedSlab(slab_fn) if device.type == "cuda" else None
+    if record is None and device.type == "cuda":
+        record = record_cuda_graph
+    replayed = _ReplayedSlab(slab_fn, record) if record is not None else None
 
     def forward_fn(z: Tensor | None) -> Tensor | None:
         full = z.contiguous() if rank == root else torch.empty(shape, dtype=example_latent.dtype, device=device)
         dist.broadcast(full, dist.get_global_rank(group, root), group=group)
         slab = where.slab(full).contiguous()
         with _hooked(namespace, halo):
-            video = graphed(slab) if graphed is not None and halo.enabled else slab_fn(slab)
+            video = replayed(slab) if replayed is not None and halo.enabled else slab_fn(slab)
         return halo.gather_slabs(video, root)
 
     forward_fn.halo = halo  # type: ignore[attr-defined]  (tests switch the exchange off through it)
