@@ -1,5 +1,7 @@
-"""Shared pieces of the frozen evaluator: paths, goals, the target adapter, asset files,
-the comparison, hashes, environment facts and the candidate loader.
+"""The target as the tools see it: its goals, its folder, its adapter, a preset, the candidate's
+build function; and the write that never leaves half a file. No torch here (the machine's facts:
+harness/machine.py; hashes: harness/hashing.py; the frozen hash: harness/frozen.py; what tools
+print: harness/console.py).
 
 Everything target-specific comes through goals.json and the adapter module it names; nothing
 here knows what model is being optimized.
@@ -7,20 +9,14 @@ here knows what model is being optimized.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
-import json
 import math
 import os
-import platform
-import re
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-import torch
 
 from harness.target import adapter as adapter_contract
 
@@ -28,6 +24,8 @@ from harness import goals as goals_module
 from harness.goals import GOALS_ENV, Goals  # noqa: F401 - GOALS_ENV: the tests' and tools' name for it
 from harness.sandbox.interpreter import untrusted_python  # noqa: F401 - named here too, where every tool finds it
 from harness.errors import Refused
+from harness.console import plural
+from harness.hashing import sha256_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 _HERE = Path(__file__).resolve().parent
@@ -104,68 +102,12 @@ def _refuse_untrusted_python() -> None:
         sys.exit(2)
 
 
-def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def pick_preset(goals: dict[str, Any], name: str | None, device: str) -> str:
     """`full` on CUDA and `tiny` on CPU unless asked; an unknown name is a setup error."""
     name = name or ("full" if device == "cuda" else "tiny")
     if name not in goals["presets"]:
         raise Refused(f"unknown preset {name!r}; goals.json has {sorted(goals['presets'])}")
     return name
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def sha256_tensor(t: torch.Tensor) -> str:
-    return sha256_bytes(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-
-
-def frozen_files() -> dict[str, str]:
-    """sha256 of every frozen file, by path: what measures and decides (harness/frozen.py: the
-    harness's measuring modules, the target's adapter package wherever the goals file puts it, the
-    code outside it that goals.json's "frozen" names) and goals.json's measuring keys."""
-    from harness import frozen
-
-    goals = load_goals()
-    adapter_dir = Path(load_adapter(goals).__file__).resolve().parent
-    also = [root() / p for p in goals.frozen]
-    missing = [str(p) for p in also if not p.exists()]
-    if missing:
-        raise Refused(f"{goals_path()} names a frozen path that does not exist: {missing[0]}")
-    out = {_display(f): sha256_file(f) for f in frozen.harness_files()}
-    for top in (adapter_dir, *also):
-        files = sorted(top.rglob("*")) if top.is_dir() else [top]
-        for f in files:
-            if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
-                out[_display(f)] = sha256_file(f)
-    out[_display(goals_path())] = sha256_bytes(frozen.goals_bytes(goals_path().read_bytes()))
-    return out
-
-
-def _display(path: Path) -> str:
-    """A path as a person would name it: from the target's folder, else from the repository."""
-    for base in (root().resolve(), REPO):
-        if path.is_relative_to(base):
-            return str(path.relative_to(base))
-    return str(path)
-
-
-def frozen_hash(files: dict[str, str] | None = None) -> str:
-    """One hash over the frozen files: every row carries the evaluator that produced it."""
-    files = frozen_files() if files is None else files
-    return sha256_bytes("\n".join(f"{k} {v}" for k, v in sorted(files.items())).encode())[:16]
 
 
 def atomic_write(path: Path, data: bytes | str, exclusive: bool = False) -> None:
@@ -185,32 +127,6 @@ def atomic_write(path: Path, data: bytes | str, exclusive: bool = False) -> None
         tmp.unlink()
 
 
-def env_info(device: str, ranks: int = 1) -> dict[str, Any]:
-    """GPU name and versions, printed beside every number. A worker group of `ranks` processes
-    (one a GPU) is a machine of its own: "2x NVIDIA H100 80GB HBM3", so its rows are compared
-    with its own kind only (ledger/rows.py matches rows by preset and gpu)."""
-    machine = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
-    info = {
-        "device": device,
-        "gpu": f"{ranks}x {machine}" if ranks > 1 else machine,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda if device == "cuda" else None,
-        "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
-        "python": platform.python_version(),
-    }
-    return info
-
-
-def on_cpu(gpu: str) -> bool:
-    """Is env_info's "gpu" (a row's) a CPU, one process or a group of them?"""
-    return re.sub(r"^\d+x ", "", gpu).startswith("CPU")
-
-
-def sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
 def load_candidate(path: Path, goals: dict[str, Any]):
     """Import the candidate file under a fresh module name: (its build function, the sha256 of
     the exact source that was executed). run_experiment compares that hash with the source it
@@ -222,36 +138,6 @@ def load_candidate(path: Path, goals: dict[str, Any]):
     source = path.read_bytes()
     module = load_source(path, source, f"_candidate_{sha256_bytes(str(path).encode())[:8]}_{os.getpid()}")
     return build_function(module, goals["build_fn"], path), sha256_bytes(source)
-
-
-def slug(text: str) -> str:
-    """A machine's name as a file name: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def plural(n: int, word: str) -> str:
-    """'1 row', '2 rows'."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def run_cli(main: Any, name: str, interrupted: str = "") -> int:
-    """A tool's entry point: Ctrl-C ends it with one line and exit 130, not a traceback."""
-    try:
-        return main()
-    except KeyboardInterrupt:
-        print(f"{name}: interrupted (Ctrl-C)" + (f"; {interrupted}" if interrupted else ""), file=sys.stderr)
-        return 130
-
-
-def emit(human: list[str], facts: dict[str, Any]) -> None:
-    """The output format of every tool: lines for a person, `key: value` lines, one JSON line."""
-    for line in human:
-        print(line)
-    for key, value in facts.items():
-        if value not in (None, "") and not isinstance(value, (dict, list)):  # a key with nothing to say is left out
-            print(f"{key}: {value}")
-    print(json.dumps(facts, default=str))
-    sys.stdout.flush()
 
 
 _refuse_untrusted_python()

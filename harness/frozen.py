@@ -5,7 +5,7 @@ the agent's hooks (agent/, outside harness/) changes no verdict and starts no ne
 
 Hashed: every module of harness/ (its subpackages too: target/, sandbox/, measure/, worker/, baselines/)
 but NOT_MEASURING, the target's adapter package and the code goals.json names "frozen"
-(harness/_common.py frozen_files). A new module is hashed unless it is named here or lies in a
+(frozen_files below). A new module is hashed unless it is named here or lies in a
 package named here: forgetting one costs a rebaseline, never a row measured by unhashed code.
 
 Of goals.json, every key but the descriptive ones (DESCRIPTIVE, and keys ending in "_rationale"),
@@ -17,6 +17,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from harness import _common
+from harness.errors import Refused
+from harness.hashing import sha256_bytes, sha256_file
 
 HARNESS = Path(__file__).resolve().parent
 
@@ -67,3 +71,37 @@ def goals_bytes(raw: bytes) -> bytes:
     except ValueError:
         return raw
     return json.dumps(measuring(data), sort_keys=True, separators=(",", ":")).encode()
+
+
+def frozen_files() -> dict[str, str]:
+    """sha256 of every frozen file, by path: what measures and decides (harness/frozen.py: the
+    harness's measuring modules, the target's adapter package wherever the goals file puts it, the
+    code outside it that goals.json's "frozen" names) and goals.json's measuring keys."""
+    goals = _common.load_goals()
+    adapter_dir = Path(_common.load_adapter(goals).__file__).resolve().parent
+    also = [_common.root() / p for p in goals.frozen]
+    missing = [str(p) for p in also if not p.exists()]
+    if missing:
+        raise Refused(f"{_common.goals_path()} names a frozen path that does not exist: {missing[0]}")
+    out = {_display(f): sha256_file(f) for f in harness_files()}
+    for top in (adapter_dir, *also):
+        files = sorted(top.rglob("*")) if top.is_dir() else [top]
+        for f in files:
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+                out[_display(f)] = sha256_file(f)
+    out[_display(_common.goals_path())] = sha256_bytes(goals_bytes(_common.goals_path().read_bytes()))
+    return out
+
+
+def _display(path: Path) -> str:
+    """A path as a person would name it: from the target's folder, else from the repository."""
+    for base in (_common.root().resolve(), _common.REPO):
+        if path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)
+
+
+def frozen_hash(files: dict[str, str] | None = None) -> str:
+    """One hash over the frozen files: every row carries the evaluator that produced it."""
+    files = frozen_files() if files is None else files
+    return sha256_bytes("\n".join(f"{k} {v}" for k, v in sorted(files.items())).encode())[:16]

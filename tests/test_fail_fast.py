@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TOY, add_record, make_assets, use
+from harness import frozen, hashing, machine
 from harness.ledger import results
 from harness.ledger.store import Store
 from harness.measure.session import Session
@@ -46,7 +47,6 @@ LOAD_S = 10.0
 def slow_toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The toy with a slow model load and a baseline row for this machine (written here, not
     measured), so that a run times the candidate beside the fp32 eager baseline."""
-    from harness import _common as C
     from harness.cli.keepers import BASELINE
 
     ws = tmp_path / "toy"
@@ -62,8 +62,8 @@ def slow_toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     make_assets(ws)
     with use(ws):
         add_record(ws, {"exp": "e001", "status": "baseline", "median_s": 0.05, "metric": 0.05, "spread_s": 0.001,
-                        "preset": "tiny", "gpu": C.env_info("cpu")["gpu"], "frozen_hash": C.frozen_hash(),
-                        "candidate_sha": C.sha256_bytes(BASELINE.read_bytes())[:16], "desc": "baseline"})
+                        "preset": "tiny", "gpu": machine.env_info("cpu")["gpu"], "frozen_hash": frozen.frozen_hash(),
+                        "candidate_sha": hashing.sha256_bytes(BASELINE.read_bytes())[:16], "desc": "baseline"})
     monkeypatch.setenv("SLOW_LOAD_S", str(LOAD_S))
     return ws
 

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import make_toy
-from harness import _common
+from harness import console
 from harness.decide import floor
 from harness.cli import bench
 from harness.ledger import results, summary
@@ -62,7 +62,7 @@ def test_first_run_reads_honestly(tmp_path: Path) -> None:
     assert [ln.split()[:2] for ln in human[rows_at + 1:rows_at + 3]] == [["e001", "baseline"], ["e002", "keep"]], human
     assert human[-2].strip().startswith("baseline: the frozen model") and human[-1].strip().startswith("keep: faster"), human
     assert "written for a GPU" not in out and "within the noise" not in out
-    cpu_png = ws / "progress" / f"tiny-{_common.slug(f['gpu'])}.png"
+    cpu_png = ws / "progress" / f"tiny-{console.slug(f['gpu'])}.png"
     assert cpu_png.read_bytes().startswith(b"\x89PNG") and gpu_png.read_bytes() == b"the GPU's picture"
     assert "progress/full-nvidia" not in git(ws, "log", "--name-only", "--format=")  # not committed over either
     assert not (ws / "progress.png").exists()

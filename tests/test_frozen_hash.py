@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TOY, use
-from harness import _common as C, frozen
+from harness import frozen
 
 UNCHANGED = ["harness/ledger/plots.py", "harness/ledger/leaderboard.py", "harness/ledger/store.py", "harness/cli/new_target.py",
              "harness/cli/person.py", "harness/cli/run_experiment.py", "harness/start.py", "agent/hooks/guard_frozen.py",
@@ -44,13 +44,13 @@ def edited(path: Path, text: str) -> str:
 
 def test_only_what_measures_and_decides_changes_the_hash(project: Path) -> None:
     with use(project / "target"):
-        start = C.frozen_hash()
+        start = frozen.frozen_hash()
         for rel in UNCHANGED + CHANGED:
             path = project / rel
             before = edited(path, "\n# an edit\n")
-            assert (C.frozen_hash() == start) == (rel in UNCHANGED), rel
+            assert (frozen.frozen_hash() == start) == (rel in UNCHANGED), rel
             path.write_text(before)
-        assert C.frozen_hash() == start
+        assert frozen.frozen_hash() == start
         goals_path = project / "target" / "goals.json"
         goals = json.loads(goals_path.read_text())
         for change, same in ((lambda g: g["gate"].__setitem__("rationale", "reworded"), True),
@@ -61,4 +61,4 @@ def test_only_what_measures_and_decides_changes_the_hash(project: Path) -> None:
             g = json.loads(json.dumps(goals))
             change(g)
             goals_path.write_text(json.dumps(g, indent=1) + "\n")
-            assert (C.frozen_hash() == start) == same, g
+            assert (frozen.frozen_hash() == start) == same, g

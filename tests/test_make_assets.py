@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness import hashing
 from harness import _common as C
 from harness.target import assets
 
@@ -43,7 +44,7 @@ def test_synthetic_clip_end_to_end(scratch: Path, vae: torch.nn.Module) -> None:
     asset = torch.load(assets.input_path("tiny"), weights_only=True)
     assert list(asset["input"].shape) == [1, 48, 3, 2, 2] and asset["input"].dtype == torch.float32
     assert facts["source"] == "synthetic-clip" and len(facts["clip_sha256"]) == 64
-    assert asset["meta"]["sha256"] == C.sha256_tensor(asset["input"])
+    assert asset["meta"]["sha256"] == hashing.sha256_tensor(asset["input"])
 
 
 def test_clip_too_few_frames_and_too_small(scratch: Path) -> None:

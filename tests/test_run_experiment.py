@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import add_record, make_toy, rows_of, tool, use
-from harness import _common as C
+from harness import frozen, hashing
 from harness.cli import run_experiment
 from harness.decide import keep_rule as K
 from harness.ledger import cli, leaderboard, results, rows as R
@@ -221,7 +221,7 @@ def test_flow(tmp_path: Path) -> None:
     rec = json.loads((ws / "records" / "e002.json").read_text())
     assert "strip_png" not in rec and "profile_md" not in rec and rec["verdict"].startswith("kept: faster than e001")
     for key, path in (("strip_file", strip), ("profile_file", ws / "profiles" / "e002.md")):
-        assert rec[key] == {"path": path.relative_to(ws).as_posix(), "sha256": C.sha256_bytes(path.read_bytes())}
+        assert rec[key] == {"path": path.relative_to(ws).as_posix(), "sha256": hashing.sha256_bytes(path.read_bytes())}
 
     for text, status, extra in [(candidate(SLOW), "revert", []),                      # slower
                                 (candidate(FAST, body="return model(x) * 0.5"), "gate_fail", []),
@@ -329,15 +329,15 @@ def test_code_goals_names_frozen_is_in_the_frozen_hash(tmp_path: Path) -> None:
     goals = json.loads((ws / "goals.json").read_text())
     (ws / "split.py").write_text("ROWS = 2\n")
     with use(ws):
-        assert "split.py" not in C.frozen_files()
+        assert "split.py" not in frozen.frozen_files()
         (ws / "goals.json").write_text(json.dumps(goals | {"frozen": ["split.py"]}))
-        named = C.frozen_hash()
-        assert "split.py" in C.frozen_files()
+        named = frozen.frozen_hash()
+        assert "split.py" in frozen.frozen_files()
         (ws / "split.py").write_text("ROWS = 3\n")
-        assert C.frozen_hash() != named
+        assert frozen.frozen_hash() != named
         (ws / "split.py").unlink()
         with pytest.raises(Refused, match="frozen path that does not exist: .*split.py"):
-            C.frozen_files()
+            frozen.frozen_files()
         for bad, why in (("split.py", "must be a list of paths"), (["/etc/passwd"], "must be a list of paths"), ([3], "must be a list"),
                          (["../x"], "a path out of it"), (["."], "the folder itself"), (["./optimize.py"], "the candidate")):
             (ws / "goals.json").write_text(json.dumps(goals | {"frozen": bad}))

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import NARROW, REPO, TOY, VAE, make_vae_workspace, use
+from harness import machine
 from harness.errors import Refused
-from harness import _common
 from harness.measure import process
 from harness.cli import run_experiment
 from harness.ledger import results, rows as R
@@ -54,7 +54,7 @@ def test_a_split_decode_is_measured_and_recorded(group_workspace: Path, capsys: 
         code = run_experiment.main(["--desc", "split in 2", "--preset", PRESET, "--device", "cpu", "--no-profile"])
     assert code == 0, capsys.readouterr().out[-3000:]
     base, cand = results.read(ws / "results.tsv")
-    two = f"2x {_common.env_info('cpu')['gpu']}"
+    two = f"2x {machine.env_info('cpu')['gpu']}"
     assert (base["status"], base["gpu"], base["preset"]) == ("baseline", two, PRESET)
     assert "on one, the others idle" in base["desc"]  # the yardstick: fp32 eager on one rank
     assert cand["gpu"] == two and cand["status"] in ("keep", "revert", "inconclusive")  # measured and judged: every call passed
@@ -232,8 +232,8 @@ def test_rows_of_other_rank_counts_are_never_the_yardstick() -> None:
     """ledger/rows.py matches keepers by (preset, gpu), and a group's gpu names its rank count: a
     faster 2-rank keeper never judges a 1-rank candidate, nor the other way round, even under one
     preset name (a goals.json that changed a preset's ranks)."""
-    one, two = _common.env_info("cpu")["gpu"], _common.env_info("cpu", ranks=2)["gpu"]
-    assert two == f"2x {one}" and _common.on_cpu(one) and _common.on_cpu(two)
+    one, two = machine.env_info("cpu")["gpu"], machine.env_info("cpu", ranks=2)["gpu"]
+    assert two == f"2x {one}" and machine.on_cpu(one) and machine.on_cpu(two)
 
     def row(exp: str, status: str, preset: str, gpu: str, metric: float) -> dict[str, str]:
         return {"exp": exp, "status": status, "preset": preset, "gpu": gpu, "metric": str(metric),

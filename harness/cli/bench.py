@@ -13,7 +13,7 @@ input, checked) counts the FLOPs the candidate executes, for the floor (harness/
 (harness/baselines/), each in its own worker the same way, in this same run before the candidate,
 and reports the speedups as ratios of medians measured side by side.
 
-Output: human lines, `key: value` lines, one final JSON line (see _common.emit).
+Output: human lines, `key: value` lines, one final JSON line (see console.emit).
 Exit: 0 measured, 1 the candidate crashed or failed the gate, 2 broken setup.
 """
 
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import paths, _common
+from harness import console, machine, paths, _common
 from harness.decide import floor
 from harness.measure.session import Session
 from harness.errors import Refused
@@ -77,7 +77,7 @@ def human(f: dict[str, Any]) -> list[str]:
                      f"{f['tflops']:.4g} TFLOP/s at the nominal count")
     if f.get("floor_s"):
         lines.append(f"  floor {f['floor_s']:.4g} s: {f['floor_note']}; the median is {f['x_floor']:.2f}x the floor")
-    elif not _common.on_cpu(f["gpu"]):  # on a CPU a floor means nothing: no line
+    elif not machine.on_cpu(f["gpu"]):  # on a CPU a floor means nothing: no line
         lines.append(f"  {f.get('floor_note', 'no floor')}")
     if "baseline" in f:
         b = f["baseline"]
@@ -108,13 +108,13 @@ def main(argv: list[str] | None = None) -> int:
         facts = measure(a.candidate, a.preset, a.device, a.runs, a.baseline, a.unsandboxed)
     except Refused as e:
         print(f"bench: broken setup: {e}", file=sys.stderr)
-        _common.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}", "median_s": None})
+        console.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}", "median_s": None})
         return 2
     facts["ok"] = facts["passed"]
     if not facts["passed"]:
-        _common.emit([f"FAILED ({facts['status']}): {facts['reason']}"], facts)
+        console.emit([f"FAILED ({facts['status']}): {facts['reason']}"], facts)
         return 1
-    _common.emit(human(facts), facts)
+    console.emit(human(facts), facts)
     return 0
 
 

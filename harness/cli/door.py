@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-from harness import paths
+from harness import console, paths
 from harness.cli import request as schema
 from harness.goals import GOALS_ENV
 from harness import nofollow
@@ -192,8 +192,6 @@ def consume(folder: Path, raw: bytes) -> str:
 
 def run(folder: Path, req: schema.Request, candidate: str) -> int:
     """The request, handed to the tool that does it (never a command line built from its text)."""
-    from harness import _common
-
     preset = [f"--preset={req.preset}"] if req.preset else []
     if req.run in ("experiment", "wave"):
         from harness.cli import run_experiment, wave
@@ -201,7 +199,7 @@ def run(folder: Path, req: schema.Request, candidate: str) -> int:
         tool = run_experiment if req.run == "experiment" else wave
         a = tool.parser().parse_args([str(folder / f) for f in req.candidates])
         a.desc, a.preset, a.no_profile = req.desc, req.preset, req.no_profile
-        return _common.run_cli(lambda: tool.run(a), NAME, "nothing recorded for the run in progress")
+        return console.run_cli(lambda: tool.run(a), NAME, "nothing recorded for the run in progress")
     if req.run == "floor":
         from harness.decide import floor
 
@@ -214,7 +212,7 @@ def run(folder: Path, req: schema.Request, candidate: str) -> int:
         out = Path(candidate).stem if req.candidate == candidate else f"candidates-{Path(req.candidate).stem}"
         args += [f"--out={folder / 'profiles' / out}.md", f"--title={req.candidate}"]
     tool = {"verify": verify, "bench": bench, "profile": profile}[req.run]
-    return _common.run_cli(lambda: tool.main(args), NAME)
+    return console.run_cli(lambda: tool.main(args), NAME)
 
 
 def main(argv: list[str] | None = None) -> int:

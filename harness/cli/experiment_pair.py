@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import _common
+from harness import hashing, machine, _common
 from harness.decide import floor, keep_rule
 from harness.cli.keepers import BASELINE
 from harness.cli.phases import phase
@@ -59,7 +59,7 @@ def measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, dev
         if fits is not None and not rec["rebaseline"]:
             facts["memory_check"] = fits.as_fact()
         rec["source"] = s.source.decode()
-        rec["candidate_sha"] = _common.sha256_bytes(s.source)[:16]
+        rec["candidate_sha"] = hashing.sha256_bytes(s.source)[:16]
         rec["facts"] = facts
         rec["outcome"] = "measured" if facts["passed"] else facts["status"]
         rec["reason"] = facts["reason"]
@@ -79,8 +79,8 @@ def measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, dev
     def crashed(rec: dict[str, Any], reason: str) -> list[dict[str, Any]]:
         """The candidate's record where it never ran a call: a crash, with why."""
         source = cand.read_bytes()
-        rec.update(source=source.decode(errors="replace"), candidate_sha=_common.sha256_bytes(source)[:16],
-                   facts={"gpu": _common.env_info(device, ranks)["gpu"], "passed": False, "status": "crash",
+        rec.update(source=source.decode(errors="replace"), candidate_sha=hashing.sha256_bytes(source)[:16],
+                   facts={"gpu": machine.env_info(device, ranks)["gpu"], "passed": False, "status": "crash",
                           "reason": reason}, outcome="crash", reason=reason)
         if first:  # the baseline alone: a first run records it whatever the candidate did
             with Session(BASELINE, preset, device, **options) as k:

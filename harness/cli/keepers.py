@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness import _common
+from harness import hashing, _common
 from harness.ledger import git_plumbing
 from harness.ledger.apply import git_repo
 from harness.ledger.store import Store
@@ -24,11 +24,11 @@ def keeper_file(current: dict[str, str] | None, goals: dict[str, Any]) -> tuple[
     if current is None:
         return None, None
     if current["status"] == "baseline":
-        return (BASELINE, None) if _common.sha256_bytes(BASELINE.read_bytes())[:16] == current["candidate_sha"] else (None, None)
+        return (BASELINE, None) if hashing.sha256_bytes(BASELINE.read_bytes())[:16] == current["candidate_sha"] else (None, None)
     source = _recorded_source(current["exp"])
-    if source is None or _common.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
+    if source is None or hashing.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
         source = _committed_source(current.get("commit", "-"), goals)
-    if source is None or _common.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
+    if source is None or hashing.sha256_bytes(source.encode())[:16] != current["candidate_sha"]:
         return None, None
     folder = Path(tempfile.mkdtemp(prefix="auto-optim-keeper-"))
     path = folder / Path(goals["candidate"]).name

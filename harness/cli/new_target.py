@@ -39,7 +39,7 @@ import re
 import sys
 from pathlib import Path
 
-from harness import _common
+from harness import console, _common
 from harness.errors import Refused
 from harness.ledger.rows import HEADER
 
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         from harness.cli import person
 
         person.write_settings()
-    _common.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
+    console.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
             "next: replace the stand-in (README.md there), then",
             f"  git add {folder.as_posix()} && git commit -m \"target {a.name}\"",
             f"  auto-optim prepare --target {a.name}",

@@ -37,6 +37,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from harness import console
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 # What each power does, as the confirmation names it.
@@ -174,7 +175,6 @@ def _run_tool(verb: str, rest: list[str]) -> int:
         if not confirm(["apply"]):
             print("auto-optim apply: not confirmed; nothing done", file=sys.stderr)
             return 2
-    from harness import _common
 
     module = importlib.import_module(TOOLS[verb])
     if verb in ("run", "measure", "apply"):
@@ -191,11 +191,11 @@ def _run_tool(verb: str, rest: list[str]) -> int:
         if verb != "apply" and not confirm(powers(a)):
             print(f"auto-optim {verb}: not confirmed; nothing done", file=sys.stderr)
             return 2
-        return _common.run_cli(lambda: module.run(a), "auto-optim", "nothing recorded for the run in progress")
+        return console.run_cli(lambda: module.run(a), "auto-optim", "nothing recorded for the run in progress")
     if hasattr(module, "parser") and not confirm(powers(module.parser().parse_args(rest))):
         print(f"auto-optim {verb}: not confirmed; nothing done", file=sys.stderr)
         return 2
-    return _common.run_cli(lambda: module.main(rest), "auto-optim")
+    return console.run_cli(lambda: module.main(rest), "auto-optim")
 
 
 def main(argv: list[str] | None = None) -> int:

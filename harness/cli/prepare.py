@@ -24,7 +24,7 @@ import errno
 import sys
 from typing import Any, Callable
 
-from harness import paths, _common
+from harness import console, machine, paths, _common
 from harness.target import assets
 from harness.cli.phases import phase
 from harness.errors import Refused
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         goals = _common.load_goals()
-        device = a.device or _common.default_device()
+        device = a.device or machine.default_device()
         preset = _common.pick_preset(goals, a.preset, device)
         adapter = _common.load_adapter(goals)
         bad = {k: "--force" for k in ASSETS} if a.force else problems(goals, adapter, preset)
@@ -111,11 +111,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prepare: {disk_error(e)}; what was made before it is kept: run it again once that is fixed",
               file=sys.stderr)
         return 2
-    _common.emit([f"assets for preset {preset} ready in {assets.assets_dir()}" + (f" (made {len(made)})" if made else " (checked: all sound)")],
+    console.emit([f"assets for preset {preset} ready in {assets.assets_dir()}" + (f" (made {len(made)})" if made else " (checked: all sound)")],
            {"preset": preset, "device": device, "made": made, "input": str(assets.input_path(preset)),
             "reference": str(assets.reference_path(preset)), "pool": str(assets.pool_dir(preset))})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_common.run_cli(main, "prepare", "run it again: what was made is kept, the rest is made then"))
+    sys.exit(console.run_cli(main, "prepare", "run it again: what was made is kept, the rest is made then"))

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness import _common, paths
+from harness import console, paths, _common
 from harness.decide import floor
 from harness.measure.profile import report, to_markdown
 from harness.measure.session import Session
@@ -45,16 +45,16 @@ def main(argv: list[str] | None = None) -> int:
             summary = s.profile(facts) if facts["passed"] else None
             floor.annotate(facts, s.goals, s.adapter, list(s.bench_x.shape), floor.load_peak(facts["gpu"]))
     except Refused as e:
-        _common.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}"})
+        console.emit([f"FAILED (setup): {e}"], {"ok": False, "reason": f"setup: {e}"})
         return 2
     if summary is None:
-        _common.emit([f"FAILED: {facts['reason']}"], {"ok": False, "reason": facts["reason"]})
+        console.emit([f"FAILED: {facts['reason']}"], {"ok": False, "reason": facts["reason"]})
         return 1
     r = report(summary, facts)
     md = to_markdown(r, a.title or out.stem)
     _common.atomic_write(out, md)
     top = ", ".join(f"{k['name'][:40]} {k['pct']:.0f}%" for k in r["top"][:3])
-    _common.emit([f"profile written to {out}", f"  busy {r['busy_fraction']:.1%}, {r['launches']} launches; top: {top}"],
+    console.emit([f"profile written to {out}", f"  busy {r['busy_fraction']:.1%}, {r['launches']} launches; top: {top}"],
            {"ok": True, "out": str(out), "busy_fraction": r["busy_fraction"], "launches": r["launches"],
             "outside_largest": r["outside_largest"], "by_category_s": r["by_category_s"],
             "candidate_sha": facts["candidate_sha"], "markdown": md})

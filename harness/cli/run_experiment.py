@@ -63,7 +63,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import paths, _common
+from harness import console, frozen, hashing, machine, paths, _common
 from harness.decide import keep_rule
 from harness.sandbox import snapshot
 from harness.cli import experiment_pair, keepers
@@ -99,13 +99,13 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
         raise Refused(f"candidate file not found: {cand}") from None
     except snapshot.nofollow.NotPlain as e:
         raise Refused(str(e)) from None
-    device = a.device or _common.default_device()
+    device = a.device or machine.default_device()
     preset = _common.pick_preset(goals, a.preset, device)
     rows = recorded_rows()
-    gpu = _common.env_info(device, goals.presets[preset].ranks)["gpu"]
-    frozen = _common.frozen_files()
-    fh = _common.frozen_hash(frozen)
-    code = code_files(frozen)
+    gpu = machine.env_info(device, goals.presets[preset].ranks)["gpu"]
+    hashed = frozen.frozen_files()
+    fh = frozen.frozen_hash(hashed)
+    code = code_files(hashed)
     base = R.baseline_row(rows, preset, gpu)
     first = a.rebaseline or base is None
     if not first:
@@ -116,7 +116,7 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
     keeper_dir = None
     if first:
         keeper = keepers.BASELINE
-    elif rerun_of(_common.sha256_bytes(source)[:16], best, current):
+    elif rerun_of(hashing.sha256_bytes(source)[:16], best, current):
         keeper = None
     else:
         keeper, keeper_dir = keepers.keeper_file(current, goals)
@@ -134,10 +134,10 @@ def measure(a: argparse.Namespace, goals: dict[str, Any]) -> list[dict[str, Any]
            for r in recs):
         raise Refused(f"{cand.name} changed while it was being measured (read twice, two versions). Nothing "
                       "recorded; run it again and leave the file alone until it finishes.")
-    after = code_files(_common.frozen_files())
+    after = code_files(frozen.frozen_files())
     if after != code:
         changed = sorted(k for k in set(code) | set(after) if code.get(k) != after.get(k))
-        kind = "frozen" if changed[0] in frozen else "harness"
+        kind = "frozen" if changed[0] in hashed else "harness"
         for rec in recs:
             rec.update(outcome="tampered", reason=f"{kind} file {changed[0]} changed during the run "
                        f"({len(changed)} changed); the run is void")
@@ -153,11 +153,9 @@ def code_files(frozen_files: dict[str, str]) -> dict[str, str]:
     of the harness (frozen.every_harness_file: the frozen hash leaves out the commands and the
     ledger, which say what a row means but do not measure it; a run during which any of them
     changes is void all the same)."""
-    from harness import frozen
-
     out = dict(frozen_files)
     for f in frozen.every_harness_file():
-        out.setdefault(str(Path("harness") / f.relative_to(frozen.HARNESS)), _common.sha256_file(f))
+        out.setdefault(str(Path("harness") / f.relative_to(frozen.HARNESS)), hashing.sha256_file(f))
     return out
 
 
@@ -206,14 +204,14 @@ def run(a: argparse.Namespace) -> int:
                 check_record_out(a.record_out)
             if not a.measure_only:
                 check_complete()  # before minutes of measuring: apply checks again under its lock
-            preset = _common.pick_preset(goals, a.preset, a.device or _common.default_device())
+            preset = _common.pick_preset(goals, a.preset, a.device or machine.default_device())
             with device_lock(goals.presets[preset].ranks):
                 recs = measure(a, goals)
             for rec in recs:
                 rec["no_profile"] = a.no_profile
             if a.measure_only:
                 write_record_file(a.record_out, recs)
-                _common.emit([f"record written to {a.record_out}: " + ", ".join(f"{r['desc']!r} {r['outcome']}"
+                console.emit([f"record written to {a.record_out}: " + ", ".join(f"{r['desc']!r} {r['outcome']}"
                         + (f" (would be {r['would_be']})" if "would_be" in r else "") for r in recs),
                         f"apply it in the git checkout: auto-optim apply {a.record_out.name}"],
                        {"record": str(a.record_out), "outcomes": [r["outcome"] for r in recs]})
@@ -226,7 +224,7 @@ def run(a: argparse.Namespace) -> int:
         lock.close()
     except Refused as e:
         print(f"run_experiment: refused: {e}", file=sys.stderr)
-        _common.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
+        console.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
         return 2
     except OSError as e:  # the disk or its permissions (records, results.tsv, a keeper's copy): not the candidate's
         if e.errno not in DISK_ERRORS:
@@ -234,10 +232,10 @@ def run(a: argparse.Namespace) -> int:
         why = (f"{disk_error(e)}; the rows recorded before it stay (auto-optim records restore puts back "
                f"what a half-written experiment left out of results.tsv or records/)")
         print(f"run_experiment: {why}", file=sys.stderr)
-        _common.emit([f"REFUSED: {why}"], {"status": "refused", "reason": why})
+        console.emit([f"REFUSED: {why}"], {"status": "refused", "reason": why})
         return 2
     last = results[-1]
-    _common.emit(summary(results, goals), {"exp": last["exp"], "status": last["status"], "exps": [r["exp"] for r in results],
+    console.emit(summary(results, goals), {"exp": last["exp"], "status": last["status"], "exps": [r["exp"] for r in results],
                                      **{k: v for k, v in last["row"].items() if k not in ("exp", "status")},
                                      "best_before": last["best"]["exp"] if last["best"] else None,
                                      "reason": last.get("reason"), "restore": last.get("note"), "verdict": last.get("verdict")})
@@ -248,5 +246,5 @@ if __name__ == "__main__":
     from harness.cli import person
 
     person.refuse_agent(parser(), sys.argv[1:], "harness/cli/run_experiment.py")
-    sys.exit(_common.run_cli(main, "run_experiment", "nothing recorded for the experiment in progress; "
+    sys.exit(console.run_cli(main, "run_experiment", "nothing recorded for the experiment in progress; "
                                                "the rows recorded before it stay"))

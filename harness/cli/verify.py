@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from harness import paths, _common
+from harness import console, paths
 from harness.measure.memory_limit import gb_argument
 from harness.measure.session import Session
 from harness.errors import Refused
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "PASS" if facts["passed"] else f"FAIL: {facts['reason']}"
     name = facts["quality_name"]
     limit = "" if args.memory_gb is None else f", {args.memory_gb:g} GB of GPU memory free"
-    _common.emit([f"verify {facts['candidate']} on {facts['preset']} ({facts['gpu']}, sandbox {facts['sandbox']}{limit}): {verdict}",
+    console.emit([f"verify {facts['candidate']} on {facts['preset']} ({facts['gpu']}, sandbox {facts['sandbox']}{limit}): {verdict}",
             f"worst of the {len(facts['checked'])} calls checked: {name} {_fmt(facts['quality'])}, "
             f"max abs {_fmt(facts['max_abs'], '.3g')}; benchmark input: {name} {_fmt(facts['benchmark_quality'])}, "
             f"max abs {_fmt(facts['benchmark_max_abs'], '.3g')}"], facts)

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import paths, _common
+from harness import console, frozen, hashing, machine, paths, _common
 from harness.ledger import rows as R
 from harness.ledger.results import check_complete, rows as recorded_rows
 from harness.ledger.store import utc_now
@@ -170,7 +170,7 @@ def made_here(m: dict[str, Any], like: dict[str, Any], gpu_name: str) -> dict[st
     status, reason = m["failure"]
     return {"desc": m["desc"], "preset": like["preset"], "device": like["device"], "frozen_hash": like["frozen_hash"],
             "timestamp": utc_now(), "rebaseline": False, "candidate_file": str(m["path"]), "source": m["source"],
-            "candidate_sha": _common.sha256_bytes(m["source"].encode())[:16], "facts": {"gpu": gpu_name},
+            "candidate_sha": hashing.sha256_bytes(m["source"].encode())[:16], "facts": {"gpu": gpu_name},
             "outcome": status, "reason": reason, "wall_s": m["wall_s"], "gpu_index": m["gpu"],
             "profile_md": None, "strip_png": None}
 
@@ -214,7 +214,7 @@ def wave_keepers(recorded: list[dict[str, Any]], preset: str, goals: dict[str, A
 
 
 def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
-    device = a.device or _common.default_device()
+    device = a.device or machine.default_device()
     files = [Path(os.path.abspath(f)) for f in a.files for _ in range(a.repeat)]  # never resolved: a link is refused
     sources = {}
     for f in files:
@@ -240,7 +240,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
         members.append({"k": k, "path": f, "source": source, "gpu": gpu, "desc": desc, "record": out / f"m{k}.json",
                         "parallel": min(len(slots), len(files))})
     print(f"wave {tag}: {len(members)} members on GPUs {','.join(slots)} ({device}, preset {preset}); logs in {out}")
-    frozen_hash = _common.frozen_hash()
+    frozen_hash = frozen.frozen_hash()
     process.become_subreaper()
     t0 = time.perf_counter()
     by_gpu: dict[str, list[dict[str, Any]]] = {}
@@ -261,7 +261,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
     gpu_name = next((r["facts"]["gpu"] for r in recorded if r.get("facts", {}).get("gpu")), None)
     for m in members:
         if "recs" not in m:
-            gpu_name = gpu_name or _common.env_info(device)["gpu"]
+            gpu_name = gpu_name or machine.env_info(device)["gpu"]
             m["recs"] = [made_here(m, like, gpu_name)]
         m["rec"] = m["recs"][-1]
     baselines = [(m, r) for m in members for r in m["recs"][:-1] if r.get("rebaseline")]
@@ -294,7 +294,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
     fair = fairness(measured, goals.noise)
     lines += fair
     lines.append(f"wave wall time {wall:.1f} s (longest member {max(m['wall_s'] for m in members):.1f} s)")
-    _common.emit(lines, {"wave": tag, "exps": [r["exp"] for r in results], "kept": kept["result"]["exp"] if kept else None,
+    console.emit(lines, {"wave": tag, "exps": [r["exp"] for r in results], "kept": kept["result"]["exp"] if kept else None,
                    "wall_s": round(wall, 3), "fairness": fair,
                    "members": [{"k": m["k"], "gpu": m["gpu"], "file": str(m["path"]), "exp": m["result"]["exp"],
                                 "status": m["result"]["status"], "median_s": m["result"]["row"].get("median_s"),
@@ -337,7 +337,7 @@ def run(a: argparse.Namespace) -> int:
             lock.close()
     except (run_experiment.Refused, Refused) as e:
         print(f"wave: refused: {e}", file=sys.stderr)
-        _common.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
+        console.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
         return 2
 
 

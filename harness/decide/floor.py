@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness import paths, _common
+from harness import console, machine, paths, _common
 from harness.target import assets
 from harness.goals import as_goals
 from harness.measure.locks import device_lock
@@ -55,26 +55,26 @@ TRIAL_S = 0.05  # repeat a probe until one trial takes at least this long
 
 # --------------------------------------------------------------------------- the probe
 def peak_path(machine: str) -> Path:
-    """Where the probe of a machine (_common.env_info's "gpu": the GPU's name, or the CPU's) is kept."""
-    return assets.assets_dir() / f"peak-{_common.slug(machine)}.json"
+    """Where the probe of a machine (machine.env_info's "gpu": the GPU's name, or the CPU's) is kept."""
+    return assets.assets_dir() / f"peak-{console.slug(machine)}.json"
 
 
 def _rate(fn: Callable[[], Any], work: float, device: str) -> tuple[float, float]:
     """(work per second, seconds a run): the median of TRIALS trials of back-to-back runs."""
     for _ in range(2):  # warm-up: allocation, autotuning, lazy init
         fn()
-    _common.sync(device)
+    machine.sync(device)
     t0 = time.perf_counter()
     fn()
-    _common.sync(device)
+    machine.sync(device)
     reps = max(1, math.ceil(TRIAL_S / max(time.perf_counter() - t0, 1e-6)))
     trials = []
     for _ in range(TRIALS):
-        _common.sync(device)
+        machine.sync(device)
         t0 = time.perf_counter()
         for _ in range(reps):
             fn()
-        _common.sync(device)
+        machine.sync(device)
         trials.append((time.perf_counter() - t0) / reps)
     s = statistics.median(trials)
     return work / s, s
@@ -110,7 +110,7 @@ def probe(device: str, adapter: Any) -> dict[str, Any]:
     if device == "cuda":
         torch.cuda.empty_cache()
     best = {k: max((r for r in rows if r["kind"] == k), key=lambda r: r["rate"]) for k in ("flops", "bytes")}
-    return {**_common.env_info(device), "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "probes": rows,
+    return {**machine.env_info(device), "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "probes": rows,
             "peak": {k: {"rate": r["rate"], "op": r["name"]} for k, r in best.items()}}
 
 
@@ -124,12 +124,12 @@ def load_peak(machine: str) -> dict[str, Any] | None:
 
 def ensure_peak(device: str, adapter: Any, force: bool = False) -> tuple[dict[str, Any], bool]:
     """(the probe, whether it was made now)."""
-    machine = _common.env_info(device)["gpu"]
-    have = None if force else load_peak(machine)
+    gpu = machine.env_info(device)["gpu"]
+    have = None if force else load_peak(gpu)
     if have is not None:
         return have, False
     made = probe(device, adapter)
-    _common.atomic_write(peak_path(machine), json.dumps(made, indent=1) + "\n")
+    _common.atomic_write(peak_path(gpu), json.dumps(made, indent=1) + "\n")
     return made, True
 
 
@@ -198,7 +198,7 @@ def verdict(rule: dict[str, Any], median_s: float | None, floor_s: float | None,
     a person to confirm (harness/decide/floor.py main)."""
     why = []
     if attempts < rule["plateau_attempts"]:
-        why.append(f"{_common.plural(attempts, 'attempt')} since the best row; the plateau needs {rule['plateau_attempts']}")
+        why.append(f"{console.plural(attempts, 'attempt')} since the best row; the plateau needs {rule['plateau_attempts']}")
     if busy is None:
         claim = f" (the candidate's own profile claims {claimed_busy:.1%}: a claim, not a measure)" \
             if claimed_busy is not None else ""
@@ -261,14 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         goals = _common.load_goals()
         adapter = _common.load_adapter(goals)
-        device = a.device or _common.default_device()
+        device = a.device or machine.default_device()
         if a.verdict:
             from harness.ledger import results
 
             preset = _common.pick_preset(goals, a.preset, device)
-            gpu = _common.env_info(device)["gpu"]
-            if _common.on_cpu(gpu):  # no probe, profile or busy figure here can change that
-                _common.emit([f"stop rule on {gpu} [{preset}]: not judged on a CPU. A CPU has no floor (its probed rates "
+            gpu = machine.env_info(device)["gpu"]
+            if machine.on_cpu(gpu):  # no probe, profile or busy figure here can change that
+                console.emit([f"stop rule on {gpu} [{preset}]: not judged on a CPU. A CPU has no floor (its probed rates "
                               f"are no peak a GPU candidate is held to) and no GPU busy figure, so no run here can meet "
                               f"the stop rule, and floor.py changes nothing; run floor.py --verdict on the GPU machine"],
                              {"stop": False, "best": None, "reasons": ["a CPU has no floor"]})
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                                               _common.root() / "records")
             verdict_text = ("STOP (on the candidate's own FLOP count and profile, with the harness's busy sample: "
                             "a person confirms before the loop ends)" if stop else "not yet")
-            _common.emit([f"stop rule on {gpu} [{preset}], best row {exp}: {verdict_text}"]
+            console.emit([f"stop rule on {gpu} [{preset}], best row {exp}: {verdict_text}"]
                    + [f"  - {w}" for w in why], {"stop": stop, "best": exp, "reasons": why})
             return 0
         # A probe beside a measurement on the same GPU would store low rates for good (a floor
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"peak rates of {peak['gpu']} ({'measured now' if made else 'probed before'}, {peak['measured']}):"]
     lines += [f"  {r['name']}: {r['rate'] / 1e12:.4g} {UNITS[r['kind']]} ({r['seconds'] * 1e3:.3f} ms a run)"
               for r in peak["probes"]]
-    _common.emit(lines, {"path": str(peak_path(peak["gpu"])), "peak_flops": peak["peak"]["flops"]["rate"],
+    console.emit(lines, {"path": str(peak_path(peak["gpu"])), "peak_flops": peak["peak"]["flops"]["rate"],
                    "peak_bytes": peak["peak"]["bytes"]["rate"]})
     return 0
 

@@ -18,8 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import _common
-from harness import nofollow
+from harness import hashing, nofollow, _common
 from harness.decide import keep_rule
 from harness.goals import Goals
 from harness.ledger import git_plumbing, leaderboard, results, rows as R, signing
@@ -217,7 +216,7 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
         files["profile_md"] = (prof, rec["profile_md"].replace("# Profile: pending", f"# Profile: {exp} ({rec['desc']})", 1).encode())
     if status in KEEPERS and rec.get("strip_png"):
         files["strip_png"] = (strip, base64.b64decode(rec["strip_png"]))
-    pointers = {f"{key.rsplit('_', 1)[0]}_file": {"path": path.relative_to(_common.root()).as_posix(), "sha256": _common.sha256_bytes(data)}
+    pointers = {f"{key.rsplit('_', 1)[0]}_file": {"path": path.relative_to(_common.root()).as_posix(), "sha256": hashing.sha256_bytes(data)}
                 for key, (path, data) in files.items()}
     # The record first, then the views made from records/: a row is never without its record.
     # No picture is stored inside a record: a keeper's strip is the file beside it, a revert keeps none;

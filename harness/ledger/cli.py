@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness import _common, paths
+from harness import console, paths, _common
 from harness.ledger import leaderboard, results
 from harness.ledger.store import Store, records_lock
 from harness.errors import Refused
@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.action == "restore":
             with records_lock():
                 restored, lost = results.restore(store)
-            _common.emit(["records/: " + (f"put back {_common.plural(len(restored), 'record')} from git's last commit "
+            console.emit(["records/: " + (f"put back {console.plural(len(restored), 'record')} from git's last commit "
                                           f"({_span(restored)})" if restored else "nothing to put back from git")
-                          + (f"; {_common.plural(len(lost), 'record')} no commit held ({_span(lost)}) written as lost, "
+                          + (f"; {console.plural(len(lost), 'record')} no commit held ({_span(lost)}) written as lost, "
                              "from their rows" if lost else ""), f"{results.results_path().name} written from records/"],
                          {"records_restored": ",".join(restored), "records_lost": ",".join(lost),
                           "rows": len(results.read())})
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             signed = [e for e in store.exps() if store.signed(e)]
             kept = [e for e in store.exps() if store.unchanged_since_commit(e, committed)]
             stray = [e for e in store.exps() if e not in signed and e not in kept]
-            _common.emit([f"{_common.plural(len(store.exps()), 'record')}: {len(signed)} signed with this machine's key, "
+            console.emit([f"{console.plural(len(store.exps()), 'record')}: {len(signed)} signed with this machine's key, "
                           f"{len(kept)} as git's last commit holds them"
                           + (f"; NEITHER: {_span(stray)}" if stray else "")],
                          {"records": len(store.exps()), "signed": len(signed), "committed": len(kept),
@@ -73,14 +73,14 @@ def main(argv: list[str] | None = None) -> int:
                 rows = results.write(store)
                 here = (rows[-1]["preset"], rows[-1]["gpu"]) if rows else None  # the last run's machine first
                 leaderboard.write_leaderboard(rows, goals=_common.load_goals(), here=here)
-            _common.emit([f"results.tsv and leaderboard.md written from {len(rows)} records"],
+            console.emit([f"results.tsv and leaderboard.md written from {len(rows)} records"],
                          {"rows": len(rows), "out": str(leaderboard.leaderboard_path())})
             return 0
         rows = results.rows(store)
     except Refused as e:
         print(f"records: {e}", file=sys.stderr)
         return 2
-    _common.emit([r["exp"] + "  " + r["status"] + "  " + r["median_s"] + "  " + r["desc"] for r in rows], {"rows": len(rows)})
+    console.emit([r["exp"] + "  " + r["status"] + "  " + r["median_s"] + "  " + r["desc"] for r in rows], {"rows": len(rows)})
     return 0
 
 

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import paths, _common
+from harness import console, paths, _common
 from harness.goals import as_goals
 from harness.ledger import results, rows as R
 from harness.ledger.store import Store
@@ -91,7 +91,7 @@ def _value(row: dict[str, str]) -> float | None:
 
 
 def progress_path(root: Path, preset: str, gpu: str) -> Path:
-    return Path(root) / "progress" / f"{preset}-{_common.slug(gpu)}.png"
+    return Path(root) / "progress" / f"{preset}-{console.slug(gpu)}.png"
 
 
 def render_progress(results_tsv: Path, out_png: Path, goals: dict[str, Any] | None = None,

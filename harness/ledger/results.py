@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness import _common
+from harness import console, _common
 from harness.ledger import git_plumbing
 from harness.ledger.record import record_from_row
 from harness.ledger.rows import HEADER, Row, exp_number, parse, row_line
@@ -92,13 +92,13 @@ def check_complete(store: Store | None = None, path: Path | None = None) -> None
     committed = store.committed()  # None without git (a GPU machine's copy): nothing to tell a record by
     lost = missing_records(store, path, committed)
     if lost:
-        raise Refused(f"records/ lacks {_common.plural(len(lost), 'record')} ({_span(lost)}) that results.tsv or "
+        raise Refused(f"records/ lacks {console.plural(len(lost), 'record')} ({_span(lost)}) that results.tsv or "
                          f"git's last commit holds; nothing recorded. Restore them with `{RESTORE}` (it takes them from "
                          f"git's last commit, as git checkout HEAD -- records/ would, and writes the rest from their "
                          f"rows, marked lost), then run again")
     sources = store.lost_sources()
     if sources:
-        raise Refused(f"records/sources/ lacks the source of {_common.plural(len(sources), 'record')} ({_span(sources)}) "
+        raise Refused(f"records/sources/ lacks the source of {console.plural(len(sources), 'record')} ({_span(sources)}) "
                          f"that git's last commit holds; nothing recorded. Restore them with `{RESTORE}`, then run again")
     stray = [] if committed is None else [e for e in store.exps() if not store.unchanged_since_commit(e, committed)
                                           and not store.signed(e)]

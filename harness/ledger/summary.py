@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness import _common, paths
+from harness import machine, paths, _common
 from harness.decide import floor
 from harness.ledger import rows as R
 from harness.ledger.results import rows as recorded_rows
@@ -103,11 +103,11 @@ def next_step(result: dict[str, Any], goals: dict[str, Any]) -> str:
         back = f" (auto-optim records source {exp} > {cand} brings it back first)" \
             if " restored to " in (result.get("note") or "") else ""
         return (f"Next: nothing was kept. Run the candidate again{back} when the machine is quieter (other jobs "
-                f"stopped: `uptime` shows the load)" + (", or on a GPU machine." if _common.on_cpu(row["gpu"]) else "."))
+                f"stopped: `uptime` shows the load)" + (", or on a GPU machine." if machine.on_cpu(row["gpu"]) else "."))
     if str(goals.get("description", "")).startswith("REPLACE"):  # harness/cli/new_target.py's stand-in, as written
         return (f"Next: this target is still new_target.py's stand-in: replace its model, input and gate (README.md in "
                 f"{_common.root().name}/), commit, then run {command}.")
-    if _common.on_cpu(row["gpu"]):
+    if machine.on_cpu(row["gpu"]):
         return (f"On a CPU the {row['preset']} preset checks the loop end to end; a CPU's speed says little about a GPU's. "
                 f"Next: the same command on a GPU machine ({command}; README, 'On a GPU'), or let Claude Code run "
                 f"the loop (README, 'Running it with Claude Code').")
@@ -135,7 +135,7 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
         lines.append(what)
     last = results[-1]
     row = last["row"]
-    if not _common.on_cpu(row["gpu"]):  # the stop rule's floor and profile figures mean nothing on a CPU
+    if not machine.on_cpu(row["gpu"]):  # the stop rule's floor and profile figures mean nothing on a CPU
         stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"], floor.load_peak(row["gpu"]),
                                                  _common.load_adapter(goals), Store.here().folder)
         lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop

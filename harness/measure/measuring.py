@@ -10,7 +10,7 @@ import statistics
 import time
 from typing import Any
 
-from harness import _common, replies
+from harness import hashing, machine, replies
 from harness.target import assets
 from harness.measure.busy import BusySampler
 from harness.measure.worker_process import Failed
@@ -45,9 +45,9 @@ class Measuring:
         if runs is not None:
             self.runs = runs
         facts: dict[str, Any] = {
-            "passed": False, "status": "measured", "reason": "", "preset": self.preset, **_common.env_info(self.device, self.ranks),
+            "passed": False, "status": "measured", "reason": "", "preset": self.preset, **machine.env_info(self.device, self.ranks),
             "ranks": self.ranks,
-            "candidate": str(self.candidate), "candidate_sha": _common.sha256_bytes(self.source),
+            "candidate": str(self.candidate), "candidate_sha": hashing.sha256_bytes(self.source),
             "weights_kind": self.adapter.weights_kind(), "sandbox": self.sandbox_label(),
             "input": f"asset {assets.input_path(self.preset).name}", "runs": self.runs, "warmup_runs": self.warmup,
             "quality": None, "max_abs": None, "benchmark_quality": None, "benchmark_max_abs": None,
@@ -64,7 +64,7 @@ class Measuring:
             # made on the CPU: under a memory limit nothing here may allocate on the GPU (memory_limit.py)
             example = self.adapter.make_input(list(self.bench_x.shape), _rng.getrandbits(63), "cpu")
             self.inp.tensor.copy_(example.to(self.bench_x.dtype))
-            _common.sync(self.device)
+            machine.sync(self.device)
             self._busy.__enter__()  # its thread starts before any candidate code runs
             t0 = time.perf_counter()
             built = self.worker.request("build", self.timeouts["build_s"])

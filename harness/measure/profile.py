@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import torch
 
-from harness import _common
+from harness import machine
 from harness.replies import CATEGORIES, markdown
 
 
@@ -83,7 +83,7 @@ def capture(device: str) -> Iterator[Any]:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with torch_profile(activities=acts) as prof:
         yield prof
-        _common.sync(device)
+        machine.sync(device)
 
 
 def summarize(prof: Any, device: str, top: int = 15) -> dict[str, Any]:

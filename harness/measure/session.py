@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from harness import _common
+from harness import machine, _common
 from harness.target import assets
 from harness.sandbox import boundary, cgroup, cgroup_make, landlock, snapshot
 from harness import replies
@@ -82,7 +82,7 @@ class Session(Measuring, SessionWorker):
                  assets_from: "Session | None" = None, memory_gb: float | None = None) -> None:
         self.goals = _common.load_goals()
         self.adapter = _common.load_adapter(self.goals)
-        self.device = device or _common.default_device()
+        self.device = device or machine.default_device()
         self.preset = _common.pick_preset(self.goals, preset, self.device)
         cfg = self.goals["presets"][self.preset]
         self.ranks = self.goals.presets[self.preset].ranks
@@ -188,13 +188,13 @@ class Session(Measuring, SessionWorker):
         if self.worker is None:  # stopped early: a freeze the kernel could not make (pause)
             raise Failed("crash", self.gone or "the worker is gone")
         _poison(self.out.tensor)
-        _common.sync(self.device)
+        machine.sync(self.device)
         t0 = time.perf_counter()
         self.inp.tensor.copy_(x)
-        _common.sync(self.device)
+        machine.sync(self.device)
         reply = self.worker.request(op, self.timeouts["call_s"])
         self.private_out.copy_(self.out.tensor)
-        _common.sync(self.device)
+        machine.sync(self.device)
         self.last_call = (t0, time.perf_counter())
         return self.last_call[1] - t0, reply
 
@@ -241,7 +241,7 @@ class Session(Measuring, SessionWorker):
         """The frozen model's reference for the output just received (private_out), in strict fp32."""
         with strict_fp32(), torch.no_grad():
             ref = self.adapter.reference_for_output(self.frozen_model, x, self.private_out)
-        _common.sync(self.device)
+        machine.sync(self.device)
         return ref
 
     def profile(self, facts: dict[str, Any]) -> dict[str, Any] | None:
@@ -280,7 +280,7 @@ class Session(Measuring, SessionWorker):
         self._start_worker()
         self.await_ready()
         self.inp.tensor.copy_(self._throwaway())
-        _common.sync(self.device)
+        machine.sync(self.device)
         self._checked("build", lambda r: replies.info(r.get("info")), self.worker.request("build", self.timeouts["build_s"]))
         for _ in range(self.warmup):
             self._throwaway_call("call")

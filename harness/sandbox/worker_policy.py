@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import _common
+from harness import machine, _common
 from harness.measure import nvml
 from harness.sandbox import boundary, cgroup
 from harness.target import assets
@@ -247,7 +247,7 @@ def main() -> int:
 
     goals = _common.load_goals()
     candidate = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else _common.root() / goals["candidate"]
-    device = _common.default_device()
+    device = machine.default_device()
     print(policy(candidate, [*assets.secret_paths(goals), *signing.key_dirs()], gpus(device, 1), goals, boundary.SCRATCH))
     return 0
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from harness._common import root, sha256_tensor
+from harness._common import root
+from harness.hashing import sha256_tensor
 from harness.errors import Refused
 
 

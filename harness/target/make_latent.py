@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness import _common
+from harness import console, hashing, machine, _common
 from harness.target import assets
 from harness.errors import Refused
 
@@ -88,7 +88,7 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
     `model` lets tests and prepare reuse an already loaded model."""
     goals = _common.load_goals()
     adapter = _common.load_adapter(goals)
-    device = device or _common.default_device()
+    device = device or machine.default_device()
     preset = _common.pick_preset(goals, preset, device)
     mode = default_mode(goals) if mode == "default" else mode
     path = assets.input_path(preset)
@@ -108,7 +108,7 @@ def run(preset: str | None = None, mode: str = "default", clip: str | None = Non
         meta.update(facts)
     if z.is_floating_point() and not torch.isfinite(z).all():
         raise InputError("latent has NaN or Inf")
-    meta["sha256"] = _common.sha256_tensor(z)
+    meta["sha256"] = hashing.sha256_tensor(z)
     assets.save_tensor_atomic({"input": z, "meta": meta}, path)
     return {**meta, "path": str(path)}
 
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     except Refused as e:
         print(f"make_latent: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
-    _common.emit([f"latent for preset {facts['preset']}: {facts['shape']} from {facts['source']} -> {facts['path']}"], facts)
+    console.emit([f"latent for preset {facts['preset']}: {facts['shape']} from {facts['source']} -> {facts['path']}"], facts)
     return 0
 
 

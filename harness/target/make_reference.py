@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from harness import _common
+from harness import console, hashing, machine, _common
 from harness.target import assets
 from harness.target.assets import strict_fp32
 from harness.errors import Refused
@@ -48,18 +48,18 @@ def build_reference(adapter: ModuleType, model: torch.nn.Module, x: torch.Tensor
     """Run the adapter's reference (strict fp32, or PyTorch's defaults); returns the asset dict."""
     with strict_fp32() if strict else contextlib.nullcontext():
         xd = x.to(device)
-        _common.sync(device)
+        machine.sync(device)
         t0 = time.perf_counter()
         out = adapter.reference(model, xd)
-        _common.sync(device)
+        machine.sync(device)
         seconds = time.perf_counter() - t0
     out = out.detach().to("cpu").contiguous()
     if store_dtype is not None:
         out = out.to(store_dtype)
-    env = _common.env_info(device)
+    env = machine.env_info(device)
     meta = {
         "precision": "strict-fp32" if strict else "fp32-defaults", "preset": preset,
-        "input_sha256": _common.sha256_tensor(x), "output_sha256": _common.sha256_tensor(out),
+        "input_sha256": hashing.sha256_tensor(x), "output_sha256": hashing.sha256_tensor(out),
         "weights_id": adapter.weights_id(), "model_sha256": assets.model_code_sha256(adapter),
         "weights_kind": adapter.weights_kind(), "device": device, "gpu": env["gpu"],
         "torch": str(env["torch"]), "cuda": env["cuda"], "cudnn": env["cudnn"],
@@ -85,7 +85,7 @@ def make_pool(goals: dict[str, Any], adapter: ModuleType, model: torch.nn.Module
         x = adapter.make_input(shape, seed, "cpu")
         if inputs_only:
             asset = {"meta": {"precision": "none: the session computes each call's reference", "preset": preset,
-                              "input_sha256": _common.sha256_tensor(x), "weights_id": adapter.weights_id(),
+                              "input_sha256": hashing.sha256_tensor(x), "weights_id": adapter.weights_id(),
                               "model_sha256": assets.model_code_sha256(adapter), "weights_kind": adapter.weights_kind()}}
         else:
             asset = build_reference(adapter, model, x, device, preset, strict=i < strict, store_dtype=store)
@@ -102,7 +102,7 @@ def run(preset: str | None = None, device: str | None = None, force: bool = Fals
     """Make what is missing (everything, with force); `model` lets tests reuse a loaded model."""
     goals = _common.load_goals()
     adapter = _common.load_adapter(goals)
-    device = device or _common.default_device()
+    device = device or machine.default_device()
     preset = _common.pick_preset(goals, preset, device)
     path, folder = assets.reference_path(preset), assets.pool_dir(preset)
     want_ref = only in (None, "reference") and (force or not path.exists())
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     except Refused as e:
         print(f"make_reference: {str(e).strip().splitlines()[0]}", file=sys.stderr)  # one line
         return 2
-    _common.emit([f"preset {facts['preset']} on {facts['device']}: made " + ", ".join(facts["made"])], facts)
+    console.emit([f"preset {facts['preset']} on {facts['device']}: made " + ", ".join(facts["made"])], facts)
     return 0
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness._common import sha256_file, sha256_tensor
+from harness.hashing import sha256_file, sha256_tensor
 from harness.target.assets import strict_fp32
 from harness.errors import Refused
 

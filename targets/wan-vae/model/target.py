@@ -21,7 +21,7 @@ from . import load_vae, weights_kind as _weights_kind
 from .clip import encode_video, read_source, render_synthetic_clip
 from .vae import WanVAE
 from .weights import CHECKPOINT, synthetic_id
-from harness._common import sha256_file
+from harness.hashing import sha256_file
 from harness.worker.tensor_checks import gate_verdict, output_mismatch
 
 # Compared in pieces of this many elements: a 720p clip is 327 M of them, and a whole fp64 copy of

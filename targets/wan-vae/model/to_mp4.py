@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from harness import _common
+from harness import console, machine, _common
 from harness.errors import Refused
 
 AMPLIFY = 20.0
@@ -131,11 +131,11 @@ def write_mp4(frames, path: Path, fps: int, crf: int, label: str, pix_fmt: str =
 
 
 def timed(fn, z: torch.Tensor, device: str) -> tuple[torch.Tensor, float]:
-    _common.sync(device)
+    machine.sync(device)
     start = time.perf_counter()
     with torch.no_grad():
         out = fn(z)
-    _common.sync(device)
+    machine.sync(device)
     return out, time.perf_counter() - start
 
 
@@ -145,7 +145,7 @@ def decode(args: argparse.Namespace) -> tuple[dict[str, Any], torch.Tensor]:
     z = load_latent(args.latent, goals, args.preset_free)
     outs = output_paths(args.out, args.compare)
     check_outputs(outs, args.force)
-    device = args.device or _common.default_device()
+    device = args.device or machine.default_device()
     candidate = args.candidate or _common.root() / goals["candidate"]
     if not candidate.is_file():
         raise Refused(f"candidate file not found: {candidate}")
@@ -154,7 +154,7 @@ def decode(args: argparse.Namespace) -> tuple[dict[str, Any], torch.Tensor]:
     vae = _common.load_adapter(goals).load_model(device)
     z = z.to(device)
     facts: dict[str, Any] = {"latent": str(args.latent), "shape": list(z.shape), "device": device,
-                             "gpu": _common.env_info(device)["gpu"], "candidate": str(candidate)}
+                             "gpu": machine.env_info(device)["gpu"], "candidate": str(candidate)}
     reference = None
     if args.compare:  # before the candidate is imported: a candidate may monkeypatch the model
         reference, facts["reference_s"] = timed(vae.decode, z, device)
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     except Refused as e:
         print(f"setup error: {e}", file=sys.stderr)
         return 2
-    _common.emit([f"wrote {facts['out']}: {facts['frames']} frames {facts['width']}x{facts['height']}, "
+    console.emit([f"wrote {facts['out']}: {facts['frames']} frames {facts['width']}x{facts['height']}, "
                   f"decode {facts['decode_s']:.3f} s on {facts['gpu']}"], facts)
     return 0
 
