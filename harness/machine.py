@@ -1,5 +1,6 @@
 """The machine a number was measured on: its device, GPU name and versions (printed beside every
-number and matched between rows), and the device's clock barrier."""
+number and matched between rows), and the device's clock barrier. torch is imported by the
+functions that ask it, so a tool that only reads rows (on_cpu: the ledger, --apply) loads none."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import platform
 import re
 from typing import Any
 
-import torch
-
 
 def default_device() -> str:
+    import torch
+
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -19,6 +20,8 @@ def env_info(device: str, ranks: int = 1) -> dict[str, Any]:
     """GPU name and versions, printed beside every number. A worker group of `ranks` processes
     (one a GPU) is a machine of its own: "2x NVIDIA H100 80GB HBM3", so its rows are compared
     with its own kind only (ledger/rows.py matches rows by preset and gpu)."""
+    import torch
+
     machine = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
     return {
         "device": device,
@@ -37,4 +40,6 @@ def on_cpu(gpu: str) -> bool:
 
 def sync(device: str) -> None:
     if device == "cuda":
+        import torch
+
         torch.cuda.synchronize()

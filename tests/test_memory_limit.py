@@ -161,7 +161,7 @@ def test_the_ballast_needs_the_gpu_to_itself(fake_gpu) -> None:
 
 def test_a_ballast_that_cannot_be_taken_is_a_refusal(fake_gpu) -> None:
     """The machine's failure, never the candidate's: a Refused (run_experiment: refused, no row)."""
-    
+
     from harness.measure.ballast import Ballast
 
     def oom(n, dtype, device):

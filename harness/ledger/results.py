@@ -12,7 +12,6 @@ from harness.ledger.rows import HEADER, Row, exp_number, parse, row_line
 from harness.ledger.store import Store, utc_now
 from harness.errors import Refused
 
-Refused = Refused
 RESTORE = "auto-optim records restore"
 
 

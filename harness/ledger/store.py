@@ -17,7 +17,6 @@ from harness.errors import Refused
 from harness.ledger.record import Record
 from harness.ledger.rows import exp_number
 
-Refused = Refused
 SIGNATURE = "signature"
 
 
