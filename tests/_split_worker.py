@@ -73,13 +73,15 @@ def only_batched_p2p() -> None:
 
 def only_contiguous_collectives() -> None:
     """NCCL refuses a strided tensor in a collective ("Tensors must be contiguous"); gloo takes it, so
-    a CPU run alone would pass what crashes on GPUs (e128). Here a strided one raises, as under NCCL."""
+    a CPU run alone would pass what crashes on GPUs (e128). Here a strided one raises, as under NCCL
+    (stricter than NCCL, which also takes a channels-last tensor: the split gives it none)."""
     from torch.distributed import distributed_c10d as c10d
 
     def contiguous_only(fn):  # type: ignore[no-untyped-def]
         def op(*args, **kwargs):  # type: ignore[no-untyped-def]
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            tensors += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
+            given = [*args, *kwargs.values()]
+            tensors = [a for a in given if isinstance(a, torch.Tensor)]
+            tensors += [t for a in given if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
             if any(not t.is_contiguous() for t in tensors):
                 raise ValueError("Tensors must be contiguous (as NCCL says)")
             return fn(*args, **kwargs)
@@ -125,11 +127,19 @@ def dropin(rank: int, vae: torch.nn.Module, z: torch.Tensor, build, optimize, ou
     torch.save({"video": video, "whole": whole, "info": next(iter(split.infos.values()))}, f"{out}.{rank}")
 
 
+RECORDED = {"recordings": 0, "replays": 0}
+
+
 def rerun_record(fn):  # type: ignore[no-untyped-def]
     """The CPU stand-in for a CUDA graph (split_decode.record_cuda_graph): what a replay does, fn's
     work again into the same output tensor, reading whatever its static input holds by then."""
+    RECORDED["recordings"] += 1
     out = fn()
-    return (lambda: out.copy_(fn())), out
+
+    def replay() -> None:
+        RECORDED["replays"] += 1
+        out.copy_(fn())
+    return replay, out
 
 
 def split_decode(rank: int, vae: torch.nn.Module, z: torch.Tensor, build, optimize, out: str) -> None:  # type: ignore[no-untyped-def]
@@ -142,7 +152,7 @@ def split_decode(rank: int, vae: torch.nn.Module, z: torch.Tensor, build, optimi
     if rank == 0:
         whole, _ = build(vae, z)
         torch.save({"split": split, "no_halo": seams, "whole": whole(z), "info": info["split"],
-                    "replayed": replayed, "whole_other": whole(other)}, out)
+                    "replayed": replayed, "whole_other": whole(other), "recorded": dict(RECORDED)}, out)
     else:
         assert split is None and seams is None and replayed is None, "only the root rank gets the video"
 

@@ -91,6 +91,7 @@ def test_split_decode_matches_one_process(world: int, shape: tuple[int, ...], ax
     # The recorded decode replayed on another latent (on GPUs a CUDA graph; here its CPU stand-in):
     # that latent's video, not the recorded one's.
     assert float((got["replayed"] - got["whole_other"]).abs().max()) < TOLERANCE
+    assert got["recorded"] == {"recordings": 1, "replays": 2}, got["recorded"]  # the first call's and this one
     assert float((got["replayed"] - whole).abs().max()) > SEAM
     for k, (s, w, n) in enumerate(zip(*(border_rows(v, axis, slabs) for v in (split, whole, no_halo)))):
         assert float((s - w).abs().max()) < TOLERANCE, f"seam at border {k}"
@@ -208,3 +209,24 @@ def test_the_ranks_guard_refuses_unbatched_p2p(tmp_path: Path) -> None:
             "        print('refused:', e)\n")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.count("refused: dist.") == 2, r.stdout + r.stderr
+
+
+def test_the_ranks_guard_refuses_a_strided_tensor_in_a_collective(tmp_path: Path) -> None:
+    """tests/_split_worker.py's other guard bites: a strided tensor given to a collective (by position
+    or by keyword) raises in its ranks, as NCCL refuses it, while a contiguous one goes through (the
+    crash of e128 that the gloo tests had passed)."""
+    code = ("import sys, torch, torch.distributed as dist, _split_worker as w\n"
+            "w.only_contiguous_collectives()\n"
+            "dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=0, world_size=1)\n"
+            "strided = torch.zeros(2, 4)[:, :2]\n"
+            "dist.all_gather_into_tensor(torch.empty(2, 2), strided.contiguous())  # accepted\n"
+            "for call in (lambda: dist.all_gather_into_tensor(torch.empty(2, 2), strided),\n"
+            "             lambda: dist.all_gather_into_tensor(torch.empty(2, 2), input_tensor=strided),\n"
+            "             lambda: dist.all_gather([torch.empty(2, 2)], strided),\n"
+            "             lambda: dist.broadcast(strided, 0)):\n"
+            "    try:\n"
+            "        call()\n"
+            "    except ValueError as e:\n"
+            "        print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.count("refused: Tensors must be contiguous") == 4, r.stdout + r.stderr

@@ -350,9 +350,9 @@ Record = Callable[[Callable[[], Tensor]], tuple[Callable[[], None], Tensor]]
 
 
 def record_cuda_graph(fn: Callable[[], Tensor]) -> tuple[Callable[[], None], Tensor]:
-    """(replay, output): fn's work recorded into one CUDA graph (not run: replay runs it, into output)."""
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()  # the eager call's cached blocks: the graph's pool is its own
+    """(replay, output): fn's work recorded into one CUDA graph (not run: replay runs it, into output).
+    torch.cuda.graph empties the allocator's cache first: the eager call's blocks go back before the
+    graph's own pool takes a decode's working memory."""
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         out = fn()
@@ -377,7 +377,8 @@ class _ReplayedSlab:
         if self.replay is None:
             self.decode(slab)
             self.static_in = slab.clone()
-            self.replay, self.static_out = self.record(lambda: self.decode(self.static_in))
+            with torch.cuda.device(slab.device) if slab.is_cuda else contextlib.nullcontext():  # its streams
+                self.replay, self.static_out = self.record(lambda: self.decode(self.static_in))
         self.static_in.copy_(slab)
         self.replay()
         return self.static_out
@@ -387,7 +388,7 @@ def build_split_decoder(build_decoder: BuildFn, vae: Any, example_latent: Tensor
                         group: dist.ProcessGroup | None = None, root: int = 0,
                         split: tuple[int, tuple[int, ...]] | None = None,
                         namespace: dict[str, Any] | None = None,
-                        record: Record | None = None) -> tuple[Callable, dict]:
+                        record: Record | None = None, replay: bool = True) -> tuple[Callable, dict]:
     """(forward_fn, info) that decodes across the ranks of `group` (the default group when
     torch.distributed is initialized; otherwise, or with one rank, build_decoder's own result).
 
@@ -397,7 +398,9 @@ def build_split_decoder(build_decoder: BuildFn, vae: Any, example_latent: Tensor
     `split` = (axis, slab sizes) overrides choose_split. `namespace`: the globals of the module
     whose F and conv functions the decoder calls; build_decoder's own module by default.
     `record`: how a rank's decode is recorded for replay (`_ReplayedSlab`): on GPUs a CUDA graph
-    unless given, on CPU none (eager); the tests give a CPU stand-in.
+    unless given, on CPU none (eager); the tests give a CPU stand-in. replay=False: every call eager
+    (a graph's memory pool keeps a decode's working memory for the decoder's lifetime: the drop-in's
+    low_memory, beside a pipeline's other models, passes it).
     """
     if group is None and dist.is_available() and dist.is_initialized():
         group = dist.group.WORLD
@@ -417,7 +420,7 @@ def build_split_decoder(build_decoder: BuildFn, vae: Any, example_latent: Tensor
     shape, device = tuple(example_latent.shape), example_latent.device
     if record is None and device.type == "cuda":
         record = record_cuda_graph
-    replayed = _ReplayedSlab(slab_fn, record) if record is not None else None
+    replayed = _ReplayedSlab(slab_fn, record) if replay and record is not None else None
 
     def forward_fn(z: Tensor | None) -> Tensor | None:
         full = z.contiguous() if rank == root else torch.empty(shape, dtype=example_latent.dtype, device=device)

@@ -147,7 +147,8 @@ class OptimizedDecoder:
 
         build, options, group = self._build_fn(), self._build_options, self._group
         split_fn, info = build_split_decoder(lambda vae, example: build(vae, example, **options), self.vae,
-                                             z.clone(), group=group, namespace=build.__globals__)
+                                             z.clone(), group=group, namespace=build.__globals__,
+                                             replay=not options.get("low_memory", False))
 
         def on_every_rank(latent: Tensor) -> Tensor:
             video = split_fn(latent)
