@@ -14,7 +14,7 @@ seconds its launching thread had spent by then: a rank that returns only at the 
 its thread busy throughout is bound by its kernel launches, not by its GPU or the exchange. --slab-alone also times one rank's slab decoded
 alone on one GPU (no exchange, no gather): the compute a rank does, so the rest is the split's
 overhead. --profile DIR: one more call under torch.profiler on every rank, its top kernels (GPU
-time: compute against NCCL) written to DIR/profile_n{N}_rank{R}.txt.
+time: compute against NCCL) written to DIR/profile_{candidate}_n{N}_rank{R}.txt.
 
     python scripts/multi_gpu.py --gpus 1,2 --out profiles/multi_gpu_h200.md
     python scripts/multi_gpu.py --gpus 1,2 --backend gloo --preset tiny    # the same steps on CPU
@@ -96,7 +96,8 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
         dist.barrier()
     peak = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else float("nan")
     if profile_dir:
-        profile_call(decode, z if rank == 0 else None, device, Path(profile_dir) / f"profile_n{world}_rank{rank}.txt")
+        profile_call(decode, z if rank == 0 else None, device,
+                     Path(profile_dir) / f"profile_{Path(candidate).stem}_n{world}_rank{rank}.txt")
     peaks, every_launches = [None] * world, [None] * world
     dist.all_gather_object(peaks, peak)
     dist.all_gather_object(every_launches, launches[1:])
