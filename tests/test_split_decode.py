@@ -117,8 +117,6 @@ class _OneProcessHalo:
         from integrations.split_decode import HaloExchange
 
         self.halo = HaloExchange(split, None)
-        self.halo.before = split.rank - 1 if split.rank > 0 else None
-        self.halo.after = split.rank + 1 if split.rank + 1 < split.ranks else None
         scale = wholes[0].shape[split.axis] // sum(split.sizes)
         start, n = scale * split.start(split.rank), scale * split.sizes[split.rank]
 

@@ -116,11 +116,13 @@ class HaloExchange:
 
     def __init__(self, split: Split, group: dist.ProcessGroup | None) -> None:
         self.split, self.group = split, group
-        r = split.rank
-        # Peers as global ranks (what P2POp takes), None at the frame's edges.
-        self.before = dist.get_global_rank(group, r - 1) if group is not None and r > 0 else None
-        self.after = dist.get_global_rank(group, r + 1) if group is not None and r + 1 < split.ranks else None
         self.enabled = True  # tests switch it off to show that the halo is what removes the seams
+
+    def neighbours(self) -> tuple[bool, bool]:
+        """Whether this slab takes rows from a neighbour before it and after it (none at the frame's
+        edges, none while the exchange is off)."""
+        r = self.split.rank
+        return self.enabled and r > 0, self.enabled and r + 1 < self.split.ranks
 
     def neighbour_rows(self, x: Tensor, rows: int) -> Callable[[], tuple[Tensor, Tensor]]:
         """Start exchanging border rows: every rank's first and last `rows` rows of x gathered on
@@ -135,19 +137,20 @@ class HaloExchange:
         axis, n = self.split.axis, x.shape[self.split.axis]
         if n < rows:
             raise ValueError(f"a slab of {n} rows cannot lend a halo of {rows}: too many ranks for this latent")
+        has_before, has_after = self.neighbours()
+        if not (has_before or has_after):  # the exchange is off (a split has 2 ranks or more)
+            nothing = torch.zeros_like(x.narrow(axis, 0, rows))
+            return lambda: (nothing, nothing)
         mine = torch.stack([x.narrow(axis, 0, rows), x.narrow(axis, n - rows, rows)]).contiguous()  # NCCL takes no other
-        ranks, r = self.split.ranks, self.split.rank
-        gathered = torch.empty((2 * ranks, *mine.shape[1:]), dtype=x.dtype, device=x.device)  # [rank's first, last, ...]
-        work = dist.all_gather_into_tensor(gathered, mine, group=self.group, async_op=True) \
-            if self.enabled and self.group is not None else None
+        r = self.split.rank
+        gathered = torch.empty((2 * self.split.ranks, *mine.shape[1:]), dtype=x.dtype, device=x.device)  # [rank's first, last, ...]
+        work = dist.all_gather_into_tensor(gathered, mine, group=self.group, async_op=True)
 
         def wait() -> tuple[Tensor, Tensor]:
-            if work is not None:
-                work.wait()
-            nothing = torch.zeros_like(mine[0])
-            before = gathered[2 * r - 1] if work is not None and r > 0 else nothing  # the last rows before mine
-            after = gathered[2 * r + 2] if work is not None and r + 1 < ranks else nothing  # the first rows after
-            return before, after
+            work.wait()
+            edge = None if has_before and has_after else torch.zeros_like(mine[0])  # the frame's zero padding
+            return (gathered[2 * r - 1] if has_before else edge,  # the last rows of the slab before mine
+                    gathered[2 * r + 2] if has_after else edge)   # the first rows of the slab after
         return wait
 
     def with_halo(self, x: Tensor, rows: int) -> Tensor:
@@ -177,8 +180,7 @@ class HaloExchange:
         a copy of the whole input with its halo (and of the output, cropped back)."""
         axis = self.split.axis
         halos = [wait() for wait in pending]
-        has_before = self.enabled and self.before is not None
-        has_after = self.enabled and self.after is not None
+        has_before, has_after = self.neighbours()
         windows = []
         for x, (before, after) in zip(xs, halos):
             n = x.shape[axis]
