@@ -20,6 +20,7 @@ from typing import Iterator
 import pytest
 
 from conftest import made_once, make_toy, use
+from harness.errors import Refused
 from harness.ledger import results
 from harness.ledger.store import Store
 from test_run_experiment import run_here
@@ -269,5 +270,5 @@ def test_a_keeper_is_timed_from_its_commit_when_its_record_lacks_its_source(firs
                                unsandboxed=False, rebaseline=False, best_median=None, measure_only=True, record_out=None,
                                apply=None)
         rec.write_text(json.dumps(json.loads(rec.read_text()) | {"commit": "0" * 10}))  # its commit holds it not
-        with pytest.raises(run_experiment.Refused, match="e002's source is in neither records/e002.json nor its commit"):
+        with pytest.raises(Refused, match="e002's source is in neither records/e002.json nor its commit"):
             run_experiment.measure(a, goals)

@@ -171,7 +171,7 @@ def test_apply_refuses_to_write_over_a_stray_record(tmp_path: Path) -> None:
     stored = json.loads((ws / "records" / "e002.json").read_text())  # the same record again, as apply gets it
     rec = {k: v for k, v in stored.items() if k in MEASURED_FIELDS or k in ("would_be", "gpu_index")}
     rec["source"] = Store(ws / "records").source("e002")
-    with use(ws), pytest.raises(run_experiment.Refused, match="profiles/e003.md exists"):
+    with use(ws), pytest.raises(Refused, match="profiles/e003.md exists"):
         run_experiment.apply(rec, C.load_goals())
     assert stray.read_text() == "someone's notes" and (ws / "results.tsv").read_text() == before
     assert not (ws / "records" / "e003.json").exists()

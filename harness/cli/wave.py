@@ -149,7 +149,7 @@ def measure_member(m: dict[str, Any], a: argparse.Namespace, out: Path) -> None:
     if code == 0 and m["record"].is_file():
         try:  # signed by the member with this person's key, every field checked
             m["recs"] = run_experiment.read_record_file(m["record"], _common.load_goals())
-        except run_experiment.Refused as e:
+        except Refused as e:
             m["refused"] = str(e)
         return
     tail = [ln for ln in (out / f"m{m['k']}.log").read_text(errors="replace").splitlines() if ln.strip()]
@@ -221,13 +221,13 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
         try:  # read without following a link (harness/sandbox/snapshot.py); each member reads its own copy again
             sources[f] = snapshot.read(f, _common.root()).decode()
         except FileNotFoundError:
-            raise run_experiment.Refused(f"candidate file not found: {f}") from None
+            raise Refused(f"candidate file not found: {f}") from None
         except snapshot.nofollow.NotPlain as e:
-            raise run_experiment.Refused(str(e)) from None
+            raise Refused(str(e)) from None
     check_complete()  # before minutes of measuring, as run_experiment does: apply checks again
     slots = gpu_slots(a, device, len(files))
     if not slots:
-        raise run_experiment.Refused("no GPU to measure on (pass --gpus, or --device cpu)")
+        raise Refused("no GPU to measure on (pass --gpus, or --device cpu)")
     preset = _common.pick_preset(goals, a.preset, device)
     tag = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     out = _common.root() / "runs" / "wave" / tag
@@ -255,7 +255,7 @@ def run_wave(a: argparse.Namespace, goals: dict[str, Any]) -> int:
 
     refused = [m for m in members if "refused" in m]
     if refused:
-        raise run_experiment.Refused(f"member {refused[0]['k']} was refused, nothing recorded: {refused[0]['refused']}")
+        raise Refused(f"member {refused[0]['k']} was refused, nothing recorded: {refused[0]['refused']}")
     recorded = [r for m in members for r in m.get("recs", [])]
     like = recorded[0] if recorded else {"preset": preset, "device": device, "frozen_hash": frozen_hash}
     gpu_name = next((r["facts"]["gpu"] for r in recorded if r.get("facts", {}).get("gpu")), None)
@@ -329,13 +329,13 @@ def run(a: argparse.Namespace) -> int:
     try:
         goals = _common.load_goals()
         if a.repeat < 1:
-            raise run_experiment.Refused("--repeat must be at least 1")
+            raise Refused("--repeat must be at least 1")
         lock = locks.acquire_lock()
         try:
             return run_wave(a, goals)
         finally:
             lock.close()
-    except (run_experiment.Refused, Refused) as e:
+    except Refused as e:
         print(f"wave: refused: {e}", file=sys.stderr)
         console.emit([f"REFUSED: {e}"], {"status": "refused", "reason": str(e)})
         return 2
