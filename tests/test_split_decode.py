@@ -192,39 +192,44 @@ def test_dropin_given_a_group_decodes_split_and_every_rank_gets_the_video(two_ra
         assert float((saved["video"] - whole).abs().max()) < TOLERANCE, f"rank {rank}"
 
 
+def in_one_guarded_rank(guard: str, body: str, tmp_path: Path) -> str:
+    """`body` run in a one-rank gloo group behind tests/_split_worker.py's `guard`, each of its
+    calls that raises `refused` printing "refused: <why>"; its standard output."""
+    code = ("import sys, torch, torch.distributed as dist, _split_worker as w\n"
+            f"w.{guard}()\n"
+            "dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=0, world_size=1)\n"
+            "def refused(call, error):\n"
+            "    try:\n"
+            "        call()\n"
+            "    except error as e:\n"
+            "        print('refused:', e)\n" + body)
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], cwd=Path(__file__).parent,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
 def test_the_ranks_guard_refuses_unbatched_p2p(tmp_path: Path) -> None:
     """tests/_split_worker.py's guard bites: in its ranks a plain isend (or send) raises, while an
     isend handed to dist.batch_isend_irecv as a P2POp is accepted, so the split decode's CPU tests
     would catch an unbatched op (which hangs NCCL, session 13)."""
-    code = ("import sys, torch, torch.distributed as dist, _split_worker as w\n"
-            "w.only_batched_p2p()\n"
-            "dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=0, world_size=1)\n"
-            "dist.P2POp(dist.isend, torch.zeros(1), 0)  # accepted: the op batch_isend_irecv will run\n"
-            "for op in (dist.isend, dist.send):\n"
-            "    try:\n"
-            "        op(torch.zeros(1), 0)\n"
-            "    except AssertionError as e:\n"
-            "        print('refused:', e)\n")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.count("refused: dist.") == 2, r.stdout + r.stderr
+    out = in_one_guarded_rank("only_batched_p2p", (
+        "dist.P2POp(dist.isend, torch.zeros(1), 0)  # accepted: the op batch_isend_irecv will run\n"
+        "for op in (dist.isend, dist.send):\n"
+        "    refused(lambda: op(torch.zeros(1), 0), AssertionError)\n"), tmp_path)
+    assert out.count("refused: dist.") == 2, out
 
 
 def test_the_ranks_guard_refuses_a_strided_tensor_in_a_collective(tmp_path: Path) -> None:
     """tests/_split_worker.py's other guard bites: a strided tensor given to a collective (by position
     or by keyword) raises in its ranks, as NCCL refuses it, while a contiguous one goes through (the
     crash of e128 that the gloo tests had passed)."""
-    code = ("import sys, torch, torch.distributed as dist, _split_worker as w\n"
-            "w.only_contiguous_collectives()\n"
-            "dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=0, world_size=1)\n"
-            "strided = torch.zeros(2, 4)[:, :2]\n"
-            "dist.all_gather_into_tensor(torch.empty(2, 2), strided.contiguous())  # accepted\n"
-            "for call in (lambda: dist.all_gather_into_tensor(torch.empty(2, 2), strided),\n"
-            "             lambda: dist.all_gather_into_tensor(torch.empty(2, 2), input_tensor=strided),\n"
-            "             lambda: dist.all_gather([torch.empty(2, 2)], strided),\n"
-            "             lambda: dist.broadcast(strided, 0)):\n"
-            "    try:\n"
-            "        call()\n"
-            "    except ValueError as e:\n"
-            "        print('refused:', e)\n")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.count("refused: Tensors must be contiguous") == 4, r.stdout + r.stderr
+    out = in_one_guarded_rank("only_contiguous_collectives", (
+        "strided = torch.zeros(2, 4)[:, :2]\n"
+        "dist.all_gather_into_tensor(torch.empty(2, 2), strided.contiguous())  # accepted\n"
+        "for call in (lambda: dist.all_gather_into_tensor(torch.empty(2, 2), strided),\n"
+        "             lambda: dist.all_gather_into_tensor(torch.empty(2, 2), input_tensor=strided),\n"
+        "             lambda: dist.all_gather([torch.empty(2, 2)], strided),\n"
+        "             lambda: dist.broadcast(strided, 0)):\n"
+        "    refused(call, ValueError)\n"), tmp_path)
+    assert out.count("refused: Tensors must be contiguous") == 4, out
