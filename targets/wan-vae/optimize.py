@@ -583,6 +583,10 @@ POINTS = (TILE + 2) ** 2  # transform points: an 8x8 input patch
 # for the sixteen of them. A U larger than this is made from the model's fp32 weights by one
 # kernel at each call (~0.2 ms: 113 MB read, 403 MB written) instead of kept; smaller ones are kept.
 WINOGRAD_KEPT_U_BYTES = 128 << 20
+# A latent of at most this many pixels a frame (half the 720p latent's: a rank's slab when the decode is
+# split across GPUs) leaves room to keep every U: 2 GPUs 0.932 -> 0.901 s a call, 10.8 -> 17.5 GB a rank
+# (2x H200, session 23). The whole 720p latent keeps only the narrow ones (18.7 GB).
+WINOGRAD_ALL_U_MAX_PIXELS = 44 * 80 // 2
 _G = ((1.0, 0.0, 0.0), (-2 / 9, -2 / 9, -2 / 9), (-2 / 9, 2 / 9, -2 / 9), (1 / 90, 1 / 45, 2 / 45),
       (1 / 90, -1 / 45, 2 / 45), (32 / 45, 16 / 45, 8 / 45), (32 / 45, -16 / 45, 8 / 45), (0.0, 0.0, 1.0))
 
@@ -599,9 +603,9 @@ def winograd_weight(w: Tensor, dtype: torch.dtype) -> tuple[Tensor, float]:
 class WinogradWeight:
     """A wide conv's Winograd weights: U kept, or made from its fp32 weight w at each call."""
 
-    def __init__(self, w: Tensor, dtype: torch.dtype) -> None:
+    def __init__(self, w: Tensor, dtype: torch.dtype, keep_all: bool = False) -> None:
         u, self.inv_scale = winograd_weight(w, dtype)
-        self.kept = u if u.numel() * u.element_size() <= WINOGRAD_KEPT_U_BYTES else None
+        self.kept = u if keep_all or u.numel() * u.element_size() <= WINOGRAD_KEPT_U_BYTES else None
         self.w, self.dtype = w.float().contiguous(), dtype  # the model's own tensor when it is fp32 already
 
     def u(self) -> Tensor:
@@ -788,7 +792,7 @@ def _norm_consumers(vae) -> dict[str, tuple[str, str]]:
 class FastDecoder:
     def __init__(self, vae, dtype: torch.dtype, frames_per_pass: int,
                  winograd_min_channels: int | None = WINOGRAD_MIN_CHANNELS,
-                 frames_per_piece: int = FRAMES_PER_PIECE) -> None:
+                 frames_per_piece: int = FRAMES_PER_PIECE, keep_all_u: bool = False) -> None:
         self.vae = vae
         self.w = _Weights(vae, dtype)
         self.w.last_tap = {name: w[:, :, -1].contiguous(memory_format=torch.channels_last)
@@ -804,7 +808,8 @@ class FastDecoder:
         for name in wide:
             w = vae.get_submodule(name).weight
             if not _on_torch(w):
-                self.winograd[name] = WinogradWeight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype)
+                self.winograd[name] = WinogradWeight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype,
+                                                     keep_all_u)
                 del self.w.conv[name]  # only its last tap is used directly (the first chunk)
         self.compiles: ForkedCompiles | None = None  # set by build_decoder, done after the first call
         self.dtype = dtype
@@ -1028,7 +1033,8 @@ def build_decoder(vae, example_latent, low_memory: bool = False):
         use_expandable_segments()
         torch.backends.cudnn.benchmark = True
     dtype = torch.bfloat16 if cuda else torch.float32
-    settings = LOW_MEMORY if low_memory else {"frames_per_pass": LATENT_FRAMES_PER_PASS}
+    keep_all_u = example_latent.shape[-2] * example_latent.shape[-1] <= WINOGRAD_ALL_U_MAX_PIXELS
+    settings = LOW_MEMORY if low_memory else {"frames_per_pass": LATENT_FRAMES_PER_PASS, "keep_all_u": keep_all_u}
     decoder = FastDecoder(vae, dtype, **settings)
     if cuda and getattr(triton, "knobs", None) is not None:  # Triton 3.4+
         compiles = ForkedCompiles(example_latent.device)
@@ -1041,4 +1047,6 @@ def build_decoder(vae, example_latent, low_memory: bool = False):
             else "cuDNN convs, Winograd GEMMs + 7 Triton kernels", "head": "2D conv, stacked time taps",
             "latent_frames_per_pass": settings["frames_per_pass"], "upsample": "subpixel 2x2 convs",
             "low_memory": low_memory}
+    if decoder.winograd:
+        info["winograd_u"] = "all kept" if keep_all_u else "the widest made at each call"
     return decoder, info
