@@ -578,6 +578,13 @@ WINOGRAD_MIN_CHANNELS = 256  # input and output channels; narrower convs stay on
 WINOGRAD_BYTES = 4 << 30  # V of one step; longer passes go a few frames at a time
 WINOGRAD_BLOCKS = {"input": (4, 64, 4), "output": (4, 64, 4)}  # tiles, channels, warps a program (probed)
 TILE = 6  # output pixels a Winograd tile's side: F(6x6, 3x3)
+# A GEMM of few tiles (a split rank's slab at the latent's size, a border's window) is bound by reading
+# U (403 MB for 1024 channels) rather than by its multiply-adds: an input of at most WINOGRAD_FEW_TILES
+# tiles makes several output frames in one GEMM (their rows of V copied end to end, at most
+# WINOGRAD_GEMM_ROWS rows), so U is read once for them. The 720p latent has 8 x 14 tiles: one GPU's
+# decode is unchanged.
+WINOGRAD_FEW_TILES = 64
+WINOGRAD_GEMM_ROWS = 512
 POINTS = (TILE + 2) ** 2  # transform points: an 8x8 input patch
 # U is 7.1x the conv's weights (64 points for 9 taps): 403 MB in fp16 for a 1024-channel conv, 6.4 GB
 # for the sixteen of them. A U larger than this is made from the model's fp32 weights by one
@@ -626,11 +633,14 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
     tiles_w = (w + TILE - 1) // TILE
     tiles = (h + TILE - 1) // TILE * tiles_w
     out = torch.empty(n, co, t, h, w, device=buf.device, dtype=buf.dtype, memory_format=CL)
-    # V holds a step's input frames, each transformed once; M one output frame.
+    # V holds a step's input frames, each transformed once; M a GEMM's output frames (one, or a
+    # group of them where the tiles are few).
     frame_bytes = POINTS * tiles * c * u.element_size()
     step = max(1, min(t, WINOGRAD_BYTES // frame_bytes - HISTORY))
+    group = min(step, WINOGRAD_GEMM_ROWS // tiles) if tiles <= WINOGRAD_FEW_TILES else 1
     v_flat = torch.empty(POINTS * tiles * (step + HISTORY) * c, device=buf.device, dtype=u.dtype)
-    m = torch.empty(POINTS, tiles, co, device=buf.device, dtype=u.dtype)
+    m_flat = torch.empty(POINTS * group * tiles * co, device=buf.device, dtype=u.dtype)
+    a_flat = torch.empty(POINTS * group * tiles * 3 * c, device=buf.device, dtype=u.dtype) if group > 1 else None
     (in_p, in_c, in_warps), (out_p, out_c, out_warps) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
 
     def transform(src: Tensor, v: Tensor, v0: int) -> None:
@@ -650,14 +660,22 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
                     transform(history[b, :, t0:].permute(1, 2, 3, 0), v, 0)
                 first_new = max(t0, HISTORY)
                 transform(buf[b, :, first_new - HISTORY:t0 + f].permute(1, 2, 3, 0), v, first_new - t0)
-            for j in range(f):
-                # Output frame t0 + j: row `tile` of A is V[e, tile, j:j + 3] flattened, 3 C values.
-                a = v.as_strided((POINTS, tiles, 3 * c), (tiles * frames_in * c, frames_in * c, 1),
+            for j in range(0, f, group):
+                k = min(group, f - j)
+                # Output frames t0 + j .. + k: row (frame i, tile) of A is V[e, tile, j + i:j + i + 3]
+                # flattened, 3 C values; for one frame, A is read in place.
+                a = v.as_strided((POINTS, k, tiles, 3 * c), (tiles * frames_in * c, c, frames_in * c, 1),
                                  v.storage_offset() + j * c)
+                if k == 1:
+                    a = a.squeeze(1)
+                else:
+                    a = a_flat[:POINTS * k * tiles * 3 * c].view(POINTS, k, tiles, 3 * c).copy_(a)
+                    a = a.view(POINTS, k * tiles, 3 * c)
+                m = m_flat[:POINTS * k * tiles * co].view(POINTS, k * tiles, co)
                 torch.bmm(a, u, out=m)
-                o = out[b, :, t0 + j].permute(1, 2, 0)  # H, W, Co: dense rows
-                _output_transform[(triton.cdiv(tiles, out_p), co // out_c)](
-                    m, o, tiles_w, tiles, tiles, h, w, inv_scale, CO=co, BLOCK_P=out_p, BLOCK_C=out_c,
+                o = out[b, :, t0 + j:t0 + j + k].permute(1, 2, 3, 0)  # k, H, W, Co: dense rows
+                _output_transform[(triton.cdiv(k * tiles, out_p), co // out_c)](
+                    m, o, tiles_w, tiles, k * tiles, h, w, inv_scale, CO=co, BLOCK_P=out_p, BLOCK_C=out_c,
                     num_warps=out_warps)
     return out
 
