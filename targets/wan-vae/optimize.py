@@ -640,6 +640,7 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
     group = min(step, WINOGRAD_GEMM_ROWS // tiles) if tiles <= WINOGRAD_FEW_TILES else 1
     v_flat = torch.empty(POINTS * tiles * (step + HISTORY) * c, device=buf.device, dtype=u.dtype)
     m_flat = torch.empty(POINTS * group * tiles * co, device=buf.device, dtype=u.dtype)
+    m_one = m_flat[:POINTS * tiles * co].view(POINTS, tiles, co)
     a_flat = torch.empty(POINTS * group * tiles * 3 * c, device=buf.device, dtype=u.dtype) if group > 1 else None
     (in_p, in_c, in_warps), (out_p, out_c, out_warps) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
 
@@ -663,15 +664,18 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
             for j in range(0, f, group):
                 k = min(group, f - j)
                 # Output frames t0 + j .. + k: row (frame i, tile) of A is V[e, tile, j + i:j + i + 3]
-                # flattened, 3 C values; for one frame, A is read in place.
-                a = v.as_strided((POINTS, k, tiles, 3 * c), (tiles * frames_in * c, c, frames_in * c, 1),
-                                 v.storage_offset() + j * c)
+                # flattened, 3 C values; for one frame, A is read in place (as few host ops as before
+                # the groups: one GPU's decode takes only this branch).
                 if k == 1:
-                    a = a.squeeze(1)
+                    a = v.as_strided((POINTS, tiles, 3 * c), (tiles * frames_in * c, frames_in * c, 1),
+                                     v.storage_offset() + j * c)
+                    m = m_one
                 else:
-                    a = a_flat[:POINTS * k * tiles * 3 * c].view(POINTS, k, tiles, 3 * c).copy_(a)
+                    a = a_flat[:POINTS * k * tiles * 3 * c].view(POINTS, k, tiles, 3 * c)
+                    a.copy_(v.as_strided((POINTS, k, tiles, 3 * c), (tiles * frames_in * c, c, frames_in * c, 1),
+                                         v.storage_offset() + j * c))
                     a = a.view(POINTS, k * tiles, 3 * c)
-                m = m_flat[:POINTS * k * tiles * co].view(POINTS, k * tiles, co)
+                    m = m_flat[:POINTS * k * tiles * co].view(POINTS, k * tiles, co)
                 torch.bmm(a, u, out=m)
                 o = out[b, :, t0 + j:t0 + j + k].permute(1, 2, 3, 0)  # k, H, W, Co: dense rows
                 _output_transform[(triton.cdiv(k * tiles, out_p), co // out_c)](
