@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import hashing, machine, _common
-from harness.decide import floor, keep_rule
+from harness.decide import keep_rule
 from harness.cli.keepers import BASELINE
 from harness.cli.phases import phase
 from harness.measure.locks import device_slot
@@ -38,6 +38,7 @@ def measure_files(a: argparse.Namespace, goals: dict[str, Any], preset: str, dev
                    keeper: Path | None, cand: Path, first: bool,
                    keepers: tuple[Any, Any]) -> list[dict[str, Any]]:
     """One record per measured file: [baseline, candidate] on a first run, else [candidate]."""
+    from harness.decide import floor  # lazy, as these: --apply, --help and a refusal need no torch (floor imports it)
     from harness.measure.alternate import CandidateDidNotStart, measure_pair, started  # lazy: --apply and --help need no torch
     from harness.measure.session import Session
 
@@ -154,6 +155,7 @@ def pairs(goals: dict[str, Any], preset: str, s: Any) -> int:
     return want
 def profile_md(s: Any, facts: dict[str, Any], goals: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """The keeper's profile as markdown, and the figures the stop rule reads (harness/decide/floor.py)."""
+    from harness.decide import floor
     from harness.measure import profile
 
     summary = s.profile(facts)

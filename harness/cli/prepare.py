@@ -25,7 +25,6 @@ import sys
 from typing import Any, Callable
 
 from harness import console, machine, paths, _common
-from harness.target import assets
 from harness.cli.phases import phase
 from harness.errors import Refused
 
@@ -45,6 +44,8 @@ def disk_error(e: OSError) -> str:
 def problems(goals: dict[str, Any], adapter: Any, preset: str) -> dict[str, str]:
     """What is wrong with each asset of the preset, by name; {} when all are sound. The checks are
     the ones the harness makes when it reads them, so a sound asset here is one every tool accepts."""
+    from harness.target import assets  # here, not at the top: run_experiment imports this module, and refuses before torch
+
     checks: dict[str, Callable[[], Any]] = {
         "input": lambda: assets.load_input_asset(goals, adapter, preset),
         "reference": lambda: assets.load_reference_asset(goals, adapter, preset),  # its input and model too
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="remake every asset of the preset, sound or not")
     a = p.parse_args(argv)
     from harness.decide import floor  # after argparse: --help stays fast
-    from harness.target import make_latent, make_reference
+    from harness.target import assets, make_latent, make_reference
 
     try:
         goals = _common.load_goals()

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from harness import machine, paths, _common
-from harness.decide import floor
 from harness.ledger import rows as R
 from harness.ledger.results import rows as recorded_rows
 from harness.ledger.rows import RED, Row
@@ -136,6 +135,8 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
     last = results[-1]
     row = last["row"]
     if not machine.on_cpu(row["gpu"]):  # the stop rule's floor and profile figures mean nothing on a CPU
+        from harness.decide import floor  # here: floor imports torch, which run_experiment's refusals need not load
+
         stop, why, best = floor.verdict_for_rows(rows, goals, row["preset"], row["gpu"], floor.load_peak(row["gpu"]),
                                                  _common.load_adapter(goals), Store.here().folder)
         lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
