@@ -93,26 +93,28 @@ if hasattr(m, "finish_torch"):
     close(label, full_k, full_t)
 # Winograd convs against F.conv3d (fp32 operands: exact up to rounding): odd sizes (7x8: 2x2 tiles
 # of 6x6, the last row and column partly outside), batch 2, and a pass split into one-frame GEMMs
-# by a small buffer cap or by few=0, or into steps of 2 + 1 frames (V for 2 + 2 input frames of the 4x6 image's tiles; the last step on a prefix
+# by a small buffer cap, or into steps of 2 + 1 frames (V for 2 + 2 input frames of the 4x6 image's tiles; the last step on a prefix
 # of the reused V). The transforms' coefficients (up to 21/4 and 32 in F(6x6)) amplify fp32 rounding
 # to ~3e-5 of outputs of size ~3 here; a wrong tap, tile or index is off by O(1).
 if hasattr(m, "winograd_conv"):
     two_frame_steps = (2 + 2) * m.POINTS * -(-4 // m.TILE) * -(-6 // m.TILE) * 64 * 4
-    # Few tiles: a step's output frames share a GEMM (all, or 2 + 1); few=0: one GEMM a frame.
-    cases = ((1 << 30, 64, (64, 3, 7, 8)), (1 << 30, 0, (64, 3, 7, 8)), (1 << 30, 64, (128, 2, 5, 7)),
-             (1, 64, (64, 3, 4, 6)), (two_frame_steps, 64, (64, 3, 4, 6)))
-    for cap, few, (co, tt, hh, ww) in cases:
+    # Few tiles: a step's output frames share GEMMs of at most `rows` rows (4 tiles a frame here): one
+    # group of 3, groups of 3 + 2 and of 2 + 2 + 1 (a group after the step's first frame, a partial
+    # last one, more output channels than input); few=0: one GEMM a frame (one GPU's decode).
+    cases = ((1 << 30, 64, 512, (64, 3, 7, 8)), (1 << 30, 64, 12, (64, 5, 7, 8)), (1 << 30, 64, 8, (128, 5, 5, 7)),
+             (1 << 30, 0, 512, (128, 2, 5, 7)), (1, 64, 512, (64, 3, 4, 6)), (two_frame_steps, 64, 512, (64, 3, 4, 6)))
+    for cap, few, rows, (co, tt, hh, ww) in cases:
         m.WINOGRAD_BYTES = cap
         if hasattr(m, "WINOGRAD_FEW_TILES"):
-            m.WINOGRAD_FEW_TILES = few
+            m.WINOGRAD_FEW_TILES, m.WINOGRAD_GEMM_ROWS = few, rows
         buf = rand(2, 64, tt + 2, hh, ww)
         wt = torch.randn(co, 64, 3, 3, 3, generator=g) / 40
         want = torch.nn.functional.conv3d(buf, wt, padding=(0, 1, 1))
-        close(f"winograd_conv {co}x{hh}x{ww} cap={cap} few={few}", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)), want,
+        close(f"winograd_conv {co}x{hh}x{ww}x{tt} cap={cap} few={few} rows={rows}", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)), want,
               tol=2e-4)
         if "history" in m.winograd_conv.__code__.co_varnames:  # the history frames read where they are kept
             history = buf[:, :, :2].clone(memory_format=CL)
-            close(f"winograd_conv {co}x{hh}x{ww} cap={cap} few={few} (history apart)",
+            close(f"winograd_conv {co}x{hh}x{ww}x{tt} cap={cap} few={few} rows={rows} (history apart)",
                   m.winograd_conv(buf[:, :, 2:], *m.winograd_weight(wt, torch.float32), history), want, tol=2e-4)
 # Winograd weights made by the kernel at each call (WinogradWeight with nothing kept) against the
 # float64 transform kept at build, odd channel counts (a partial block of output channels). Few

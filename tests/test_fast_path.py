@@ -65,10 +65,10 @@ def test_kernels_match_torch_oracles() -> None:
     assert p.returncode == 0 and "all kernels match" in p.stdout, p.stdout + p.stderr[-2000:]
     shipped = ["norm_silu bias=True", "residual_sum (normalized)", "subpixel_merge ft=2 first=True (normalized)",
                "frames_from_channels", "finish (head taps)", "residual_sum (normed only)",
-               "winograd_conv 64x7x8 cap=1073741824 few=64", "winograd_conv 64x7x8 cap=1073741824 few=0",
-               "winograd_conv 128x5x7 cap=1073741824 few=64", "winograd_conv 64x4x6 cap=1 few=64",
-               "winograd_conv 64x4x6 cap=65536 few=64", "winograd_conv 64x4x6 cap=1 few=64 (history apart)",
-               "winograd_conv 64x4x6 cap=65536 few=64 (history apart)"]  # optimize.py's: none skipped
+               *(f"winograd_conv {case}{apart}" for apart in ("", " (history apart)") for case in (
+                   "64x7x8x3 cap=1073741824 few=64 rows=512", "64x7x8x5 cap=1073741824 few=64 rows=12",
+                   "128x5x7x5 cap=1073741824 few=64 rows=8", "128x5x7x2 cap=1073741824 few=0 rows=512",
+                   "64x4x6x3 cap=1 few=64 rows=512", "64x4x6x3 cap=65536 few=64 rows=512"))]  # optimize.py's: none skipped
     assert all(f"{name}: ok" in p.stdout for name in shipped), p.stdout
 
 

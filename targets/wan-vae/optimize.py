@@ -591,8 +591,9 @@ POINTS = (TILE + 2) ** 2  # transform points: an 8x8 input patch
 # kernel at each call (~0.2 ms: 113 MB read, 403 MB written) instead of kept; smaller ones are kept.
 WINOGRAD_KEPT_U_BYTES = 128 << 20
 # A latent of at most this many pixels a frame (half the 720p latent's: a rank's slab when the decode is
-# split across GPUs) leaves room to keep every U: 2 GPUs 0.932 -> 0.901 s a call, 10.8 -> 17.5 GB a rank
-# (2x H200, session 23). The whole 720p latent keeps only the narrow ones (18.7 GB).
+# split across 2 GPUs, or any latent as small) leaves room to keep every U (6.4 GB): 2 GPUs 0.932 ->
+# 0.901 s a call, 10.8 -> 17.5 GB a rank (2x H200, session 23). The whole 720p latent keeps only the
+# narrow ones (18.7 GB).
 WINOGRAD_ALL_U_MAX_PIXELS = 44 * 80 // 2
 _G = ((1.0, 0.0, 0.0), (-2 / 9, -2 / 9, -2 / 9), (-2 / 9, 2 / 9, -2 / 9), (1 / 90, 1 / 45, 2 / 45),
       (1 / 90, -1 / 45, 2 / 45), (32 / 45, 16 / 45, 8 / 45), (32 / 45, -16 / 45, 8 / 45), (0.0, 0.0, 1.0))
@@ -637,7 +638,7 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
     # group of them where the tiles are few).
     frame_bytes = POINTS * tiles * c * u.element_size()
     step = max(1, min(t, WINOGRAD_BYTES // frame_bytes - HISTORY))
-    group = min(step, WINOGRAD_GEMM_ROWS // tiles) if tiles <= WINOGRAD_FEW_TILES else 1
+    group = max(1, min(step, WINOGRAD_GEMM_ROWS // tiles)) if tiles <= WINOGRAD_FEW_TILES else 1
     v_flat = torch.empty(POINTS * tiles * (step + HISTORY) * c, device=buf.device, dtype=u.dtype)
     m_flat = torch.empty(POINTS * group * tiles * co, device=buf.device, dtype=u.dtype)
     m_one = m_flat[:POINTS * tiles * co].view(POINTS, tiles, co)
@@ -1070,5 +1071,6 @@ def build_decoder(vae, example_latent, low_memory: bool = False):
             "latent_frames_per_pass": settings["frames_per_pass"], "upsample": "subpixel 2x2 convs",
             "low_memory": low_memory}
     if decoder.winograd:
-        info["winograd_u"] = "all kept" if keep_all_u else "the widest made at each call"
+        kept = sum(w.kept is not None for w in decoder.winograd.values())
+        info["winograd_u"] = f"{kept} of {len(decoder.winograd)} kept, the rest made at each call"
     return decoder, info
