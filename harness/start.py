@@ -14,13 +14,13 @@ from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parent
 # The child's whole program (python -P -c BOOT FOLDER MODULE ARGS...): the package from FOLDER, then MODULE as __main__.
-# Its first step, so that it runs last at exit: gc.freeze, which keeps the interpreter's final collections
+# A tool's first step, so that it runs last at exit: gc.freeze, which keeps the interpreter's final collections
 # off every object made until then (over torch's: about 0.4 CPU s a process, as the worker's os._exit saves).
 # No tool needs them: every file a tool writes is closed explicitly, and none relies on a finalizer at exit.
 # Not once triton is imported (torch.utils.flop_counter does, where it is installed): its extension (nanobind)
 # checks at exit that every object of its own was freed, and prints each one still alive to stderr.
-BOOT = ("import atexit, gc, sys; atexit.register(lambda: 'triton' in sys.modules or gc.freeze()); "
-        "import importlib.util, runpy; folder, module = sys.argv[1], sys.argv[2]; "
+FREEZE_AT_EXIT = "import atexit, gc, sys; atexit.register(lambda: 'triton' in sys.modules or gc.freeze()); "
+BOOT = (FREEZE_AT_EXIT + "import importlib.util, runpy; folder, module = sys.argv[1], sys.argv[2]; "
         "spec = importlib.util.spec_from_file_location('harness', folder + '/__init__.py', "
         "submodule_search_locations=[folder]); package = importlib.util.module_from_spec(spec); "
         "sys.modules['harness'] = package; spec.loader.exec_module(package); "

@@ -46,6 +46,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
 sys.path += [str(Path(__file__).resolve().parent / "claude_stub"), str(Path(__file__).resolve().parent / "cheaters")]
 GOALS_ENV = "AUTO_OPTIM_GOALS"  # harness/_common.py's GOALS_ENV, without importing torch here
 from harness import target as _target  # noqa: E402 - stdlib only: no torch yet
+from harness.start import FREEZE_AT_EXIT  # noqa: E402 - stdlib only
 
 _target.use(VAE)  # `import model`, `from integrations import ...` in the tests: the worked example's
 # The record-signing key (harness/ledger/signing.py) of this test run: never the person's own.
@@ -208,9 +209,9 @@ _PEAKS: dict[str, dict[str, bytes]] = {}
 
 
 # What python_c's child runs first: the harness package from the folder its first argument names, by location;
-# before it, gc.freeze at exit where triton is not loaded: no final collection over torch's objects (harness/start.py's BOOT).
-_PACKAGE_FROM = ("import atexit as _a, gc as _g, sys as _s; _a.register(lambda: 'triton' in _s.modules or _g.freeze())\n"
-                 "import importlib.util as _u; _f = _s.argv.pop(1); _p = _u.spec_from_file_location("
+# before it, a harness tool's skip of the final collections at exit (harness/start.py).
+_PACKAGE_FROM = (FREEZE_AT_EXIT
+                 + "import importlib.util as _u, sys as _s; _f = _s.argv.pop(1); _p = _u.spec_from_file_location("
                  "'harness', _f + '/__init__.py', submodule_search_locations=[_f]); _s.modules['harness'] = "
                  "_u.module_from_spec(_p); _p.loader.exec_module(_s.modules['harness'])\n")
 
