@@ -578,6 +578,7 @@ WINOGRAD_MIN_CHANNELS = 256  # input and output channels; narrower convs stay on
 WINOGRAD_BYTES = 4 << 30  # V of one step; longer passes go a few frames at a time
 WINOGRAD_BLOCKS = {"input": (4, 64, 4), "output": (4, 64, 4)}  # tiles, channels, warps a program (probed)
 TILE = 6  # output pixels a Winograd tile's side: F(6x6, 3x3)
+POINTS = (TILE + 2) ** 2  # transform points: an 8x8 input patch
 # A GEMM of few tiles (a split rank's slab at the latent's size, a border's window) is bound by reading
 # U (403 MB for 1024 channels) rather than by its multiply-adds: an input of at most WINOGRAD_FEW_TILES
 # tiles makes several output frames in one GEMM (their rows of V copied end to end, at most
@@ -585,7 +586,6 @@ TILE = 6  # output pixels a Winograd tile's side: F(6x6, 3x3)
 # decode is unchanged.
 WINOGRAD_FEW_TILES = 64
 WINOGRAD_GEMM_ROWS = 512
-POINTS = (TILE + 2) ** 2  # transform points: an 8x8 input patch
 # U is 7.1x the conv's weights (64 points for 9 taps): 403 MB in fp16 for a 1024-channel conv, 6.4 GB
 # for the sixteen of them. A U larger than this is made from the model's fp32 weights by one
 # kernel at each call (~0.2 ms: 113 MB read, 403 MB written) instead of kept; smaller ones are kept.
