@@ -55,8 +55,8 @@ class Row:
     note: str = ""
 
 
-def diffusers_vae(state: dict[str, torch.Tensor], dtype: torch.dtype):
-    """A diffusers AutoencoderKLWan (Wan 2.2 configuration) holding our weights, on the GPU."""
+def diffusers_vae(state: dict[str, torch.Tensor], dtype: torch.dtype, device: str = "cuda"):
+    """A diffusers AutoencoderKLWan (Wan 2.2 configuration) holding our weights, on the device."""
     import diffusers
 
     with torch.device("meta"):
@@ -65,7 +65,7 @@ def diffusers_vae(state: dict[str, torch.Tensor], dtype: torch.dtype):
             out_channels=12, scale_factor_temporal=4, scale_factor_spatial=16,
             latents_mean=list(LATENT_MEAN), latents_std=list(LATENT_STD))
     ours_name = wan_dropin.diffusers_to_ours({k: k for k in vae.state_dict()})
-    vae.load_state_dict({d: state[o].to("cuda", dtype) for o, d in ours_name.items()}, strict=True, assign=True)
+    vae.load_state_dict({d: state[o].to(device, dtype) for o, d in ours_name.items()}, strict=True, assign=True)
     return vae.eval().requires_grad_(False)
 
 
