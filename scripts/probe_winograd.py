@@ -64,7 +64,10 @@ SHAPES = [  # (C, Co, output frames, H, W, calls a decode): profiles/probe_convs
 ]
 
 
-BLOCK_CHOICES = [(8, 32, 4), (4, 64, 4), (8, 64, 8), (16, 32, 8), (16, 64, 8), (8, 64, 4), (4, 32, 2)]
+# (tiles, channels, warps): the first seven hold two of a program's elements a thread (64 fp32 patch
+# values each: register-bound); the last four hold one, for more programs an SM (session 24).
+BLOCK_CHOICES = [(8, 32, 4), (4, 64, 4), (8, 64, 8), (16, 32, 8), (16, 64, 8), (8, 64, 4), (4, 32, 2),
+                 (4, 32, 4), (4, 64, 8), (2, 64, 4), (8, 32, 8)]
 
 
 def sweep_blocks(m, dev) -> list[str]:
