@@ -64,8 +64,8 @@ SHAPES = [  # (C, Co, output frames, H, W, calls a decode): profiles/probe_convs
 ]
 
 
-# (tiles, channels, warps): the first seven hold two of a program's elements a thread (64 fp32 patch
-# values each: register-bound); the last four hold one, for more programs an SM (session 24).
+# (tiles, channels, warps): the first seven give a thread two or four of a program's (tile, channel)
+# elements (64 fp32 patch values each); the last four give it one, for more programs an SM (session 24).
 BLOCK_CHOICES = [(8, 32, 4), (4, 64, 4), (8, 64, 8), (16, 32, 8), (16, 64, 8), (8, 64, 4), (4, 32, 2),
                  (4, 32, 4), (4, 64, 8), (2, 64, 4), (8, 32, 8)]
 

@@ -37,9 +37,9 @@ whole video back (one broadcast), so a pipeline running on each rank carries on 
     patch_diffusers_wan(pipe.vae, group=dist.group.WORLD)
 
 On GPUs each rank's decode is replayed from a CUDA graph that holds its NCCL exchanges, and
-dist.destroy_process_group() can then hang (pytorch/pytorch#115388; scripts/dropin_group.py hung
-at its end on 2 H200s, session 24): end the process without it (os._exit after a barrier, as
-scripts/multi_gpu.py does). Whether unpatch() first, which frees the graphs, avoids it: not measured.
+dist.destroy_process_group() or the interpreter's exit can then hang (pytorch/pytorch#115388;
+scripts/dropin_group.py hung at its end on 2 H200s, session 24): end the process with os._exit
+after a barrier, as scripts/multi_gpu.py does. Whether unpatch() first, which frees the graphs, avoids it: not measured.
 
 Run `python -c 'import harness.target; harness.target.use("wan-vae"); import runpy; runpy.run_module("integrations.wan_dropin", run_name="__main__")'` for a self-check on a tiny latent (synthetic weights).
 """
