@@ -235,3 +235,21 @@ def test_a_copy_without_a_readable_git_is_no_repository(tmp_path: Path) -> None:
     (tmp_path / "copy" / ".git").mkdir(exist_ok=True)  # an empty folder where the repository would be
     with use(ws):
         assert apply.git_repo() is None
+
+
+def test_records_show_one_experiment_or_refuse(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`auto-optim records show EXP` prints that row alone; an experiment with no row is refused in
+    one line (exit 2), and one given to an action that takes none is an argument error, not ignored."""
+    ws = make_toy(tmp_path / "toy")
+    with use(ws):
+        add_record(ws, {"exp": "e001", "status": "baseline", "median_s": 1.0, "preset": "tiny", "desc": "b"})
+        add_record(ws, {"exp": "e002", "status": "keep", "median_s": 0.5, "preset": "tiny", "desc": "faster"})
+        capsys.readouterr()
+        assert cli.main(["show", "e002"]) == 0
+        shown = capsys.readouterr().out.splitlines()
+        assert shown[0].startswith("e002  keep") and not any(line.startswith("e001") for line in shown), shown
+        assert cli.main(["show", "e009"]) == 2
+        assert capsys.readouterr().err.strip() == "records: no row e009 in results.tsv"
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["leaderboard", "e002"])
+        assert exit_.value.code == 2 and "takes no experiment" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 Usage:
     auto-optim records leaderboard      # write results.tsv and leaderboard.md again from records/
-    auto-optim records show             # print the rows
+    auto-optim records show [EXP]       # print the rows (or one experiment's)
     auto-optim records restore          # put back the records git's last commit or a row holds, then results.tsv
     auto-optim records source EXP       # print the candidate source an experiment measured
                                         # (... > optimize.py brings back a reverted edit)
@@ -40,8 +40,10 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     paths.add_target_option(p)
     p.add_argument("action", choices=["leaderboard", "show", "restore", "source", "verify"])
-    p.add_argument("exp", nargs="?", help="with source: the experiment (e005)")
+    p.add_argument("exp", nargs="?", help="with source or show: the experiment (e005)")
     a = p.parse_args(argv)
+    if a.exp and a.action not in ("source", "show"):
+        p.error(f"records {a.action} takes no experiment (only source and show do)")
     store = Store.here()
     try:
         if a.action == "source":
@@ -77,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                          {"rows": len(rows), "out": str(leaderboard.leaderboard_path())})
             return 0
         rows = results.rows(store)
+        if a.exp:
+            rows = [r for r in rows if r["exp"] == a.exp]
+            if not rows:
+                raise Refused(f"no row {a.exp} in {results.results_path().name}")
     except Refused as e:
         print(f"records: {e}", file=sys.stderr)
         return 2
