@@ -113,7 +113,7 @@ def leaky(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_the_leaky_cheaters_ran(leaky: dict) -> None:
-    """The control for the xfail tests below: the bundle passed (its outputs are honest), so
+    """The control for the tests below: the bundle passed (its outputs are honest), so
     what they find is what a passing candidate could do."""
     assert leaky["first"]["passed"] and leaky["second"]["passed"], (leaky["first"]["reason"], leaky["second"]["reason"])
     assert leaky["hidden_inputs"] >= 9
