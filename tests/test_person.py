@@ -42,6 +42,16 @@ def test_it_works_for_a_person():
     assert "no verb 'apply-all'" in refused(run("apply-all"))
 
 
+def test_help_lists_every_verb(capsys):
+    """`auto-optim --help` is a person's list of verbs (no arguments at all: the same on stderr, exit 2);
+    a verb added to TOOLS without a line there fails here."""
+    assert person.main(["--help"]) == 0
+    shown = capsys.readouterr().out
+    listed = {line.split()[0] for line in shown.split("Verbs")[1].splitlines()[1:] if line.startswith("    ")}
+    assert listed == {*person.TOOLS, "settings"}, listed
+    assert person.main([]) == 2 and capsys.readouterr().err == shown
+
+
 @pytest.mark.parametrize("variable", ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "SANDBOX_RUNTIME"])
 def test_claude_codes_variables_are_refused(variable: str):
     """Claude Code 2.1.330 sets CLAUDECODE=1 and CLAUDE_CODE_ENTRYPOINT in every Bash call, SANDBOX_RUNTIME

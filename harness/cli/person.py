@@ -39,6 +39,29 @@ import sys
 from pathlib import Path
 from harness import console
 
+# What `auto-optim --help` prints: the verbs for a person at a terminal (the docstring above is the design).
+HELP = """auto-optim VERB [ARGS]: the person's program (the agent has its own, auto-optim-agent, which takes no argument).
+
+First use, as README's Quickstart:
+    auto-optim prepare                          this machine's input, its reference and the pool of fresh inputs
+    auto-optim run --desc "what and why"        measure optimize.py against the keeper: keep or revert, one row
+
+Verbs (each takes --help):
+    run       measure a candidate (--candidate F, --preset P; --rebaseline starts a new comparison)
+    measure   the same into a signed record file, not results.tsv (--record-out F: a remote GPU)
+    apply     record a file `measure` wrote and your key signed
+    wave      several candidates at once, one a GPU, then record them all
+    verify    the gate alone: does a candidate reproduce the reference (nothing recorded)
+    bench     time a candidate (--baseline: fp32 and bf16 eager beside it, in one run)
+    profile   one profiled call: where the time goes
+    floor     how far a candidate is from what its work needs, and the stop rule's verdict
+    prepare   make or remake this machine's assets
+    records   the ledger: show [EXP], source EXP, leaderboard, restore, verify
+    settings  write .claude/settings.json from agent/policy.py (--check: compare)
+
+A power (apply, measure, --rebaseline, --unsandboxed) asks a person at a terminal to confirm it;
+started by Claude Code's tool, every verb refuses. Design: harness/cli/person.py's docstring."""
+
 CHECKOUT = Path(__file__).resolve().parents[2]
 # What each power does, as the confirmation names it.
 POWERS = {
@@ -202,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     verbs = [*TOOLS, "settings"]
     if not args or args[0] in ("-h", "--help"):
-        print(__doc__)
+        print(HELP, file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     verb, rest = args[0], args[1:]
     if verb not in verbs:
