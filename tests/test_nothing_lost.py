@@ -249,7 +249,7 @@ def test_records_show_one_experiment_or_refuse(tmp_path: Path, capsys: pytest.Ca
         shown = capsys.readouterr().out.splitlines()
         assert shown[0].startswith("e002  keep") and not any(line.startswith("e001") for line in shown), shown
         assert cli.main(["show", "e009"]) == 2
-        assert capsys.readouterr().err.strip() == "records: no row e009 in results.tsv"
+        assert capsys.readouterr().err.strip() == "records: no record e009 in records/"
         with pytest.raises(SystemExit) as exit_:
             cli.main(["leaderboard", "e002"])
         assert exit_.value.code == 2 and "takes no experiment" in capsys.readouterr().err

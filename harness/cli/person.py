@@ -44,9 +44,10 @@ HELP = """auto-optim VERB [ARGS]: the person's program (the agent has its own, a
 
 First use, as README's Quickstart:
     auto-optim prepare                          this machine's input, its reference and the pool of fresh inputs
-    auto-optim run --desc "what and why"        measure optimize.py against the keeper: keep or revert, one row
+    auto-optim run --desc "what and why"        measure optimize.py against the keeper (the first time, against a
+                                                new fp32 eager baseline row): one row, keep, revert, inconclusive, ...
 
-Verbs (each takes --help):
+Verbs (each takes --help, outside Claude Code):
     run       measure a candidate (--candidate F, --preset P; --rebaseline starts a new comparison)
     measure   the same into a signed record file, not results.tsv (--record-out F: a remote GPU)
     apply     record a file `measure` wrote and your key signed
@@ -54,7 +55,7 @@ Verbs (each takes --help):
     verify    the gate alone: does a candidate reproduce the reference (nothing recorded)
     bench     time a candidate (--baseline: fp32 and bf16 eager beside it, in one run)
     profile   one profiled call: where the time goes
-    floor     how far a candidate is from what its work needs, and the stop rule's verdict
+    floor     probe this machine's peak rates (--verdict: the stop rule on its rows)
     prepare   make or remake this machine's assets
     records   the ledger: show [EXP], source EXP, leaderboard, restore, verify
     settings  write .claude/settings.json from agent/policy.py (--check: compare)

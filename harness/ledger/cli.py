@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.exp:
             rows = [r for r in rows if r["exp"] == a.exp]
             if not rows:
-                raise Refused(f"no row {a.exp} in {results.results_path().name}")
+                raise Refused(f"no record {a.exp} in records/")
     except Refused as e:
         print(f"records: {e}", file=sys.stderr)
         return 2
