@@ -13,21 +13,14 @@ profiles/multi_gpu_h200x2_s23.md; optimize.py batches at most WINOGRAD_FEW_TILES
 """
 
 import torch
+from _probe import median_ms
 
 POINTS = 64
 
 
-def timed_us(fn, runs: int = 30) -> float:
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(runs):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / runs * 1000
+def timed_us(fn) -> float:
+    """Microseconds a call: the mean of 30 back-to-back calls after 3 warm-up ones (CUDA events)."""
+    return median_ms(fn, trials=1, reps=30, warmup=3) * 1000
 
 
 def main() -> None:
