@@ -2,7 +2,7 @@
 decoder's causal 3x3x3 convolutions (optimize.py's winograd_conv) beat cuDNN on this GPU, and what
 does it cost in accuracy?
 
-    python scripts/probe_winograd.py [--candidate optimize.py] [--against OLD.py] [--sweep]
+    python scripts/probe_winograd.py [--candidate optimize.py] [--against OLD.py] [--sweep] [--kernels]
                                      [--decode] [--out FILE.md]
     TRITON_INTERPRET=1 python scripts/probe_winograd.py --check   # CPU: exact against F.conv3d
 
@@ -13,6 +13,9 @@ and each result's error against an fp32 conv, with fp16 (shipped) and bf16 GEMM 
 --sweep: first, the candidate's WINOGRAD_BLOCKS (tiles, channels, warps of a transform program)
 from a few choices, each transform in turn, each choice timed in alternation with the shipped setting
 (summed over the widest shapes); one faster beyond the probe's noise is used for the table below.
+--kernels: instead of the table, each kernel of winograd_conv alone (torch.profiler, GPU time a
+call) at each shape, the candidate and --against in alternation, the transforms' bytes a second
+beside a device copy of as many bytes (the GPU's reachable bandwidth), the GEMMs' TFLOP/s.
 --decode: afterwards, whole synthetic-weight decodes of the benchmark shape in this process: the
 candidate (and --against) with Winograd from each --min-channels (512 and 1024): first call, median of 3,
 peak memory, PSNR against an fp32 decode (TF32 on, PyTorch's defaults).
@@ -117,6 +120,65 @@ def sweep_blocks(m, dev, rounds: int = 4) -> list[str]:
     return lines
 
 
+def kernel_us(m, buf: torch.Tensor, u: tuple, calls: int = 5) -> dict[str, float]:
+    """GPU microseconds a winograd_conv call spends in each kernel (by name), over `calls` calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    m.winograd_conv(buf, *u)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            m.winograd_conv(buf, *u)
+        torch.cuda.synchronize()
+    times: dict[str, float] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            name = "GEMM" if ("gemm" in e.name.lower() or "nvjet" in e.name) else e.name.split("(")[0]
+            times[name] = times.get(name, 0.0) + e.device_time / calls
+    return times
+
+
+def kernel_table(mods: dict, dev, rounds: int = 3) -> list[str]:
+    """Each kernel of winograd_conv alone, a shape at a time, the modules in alternation (which goes
+    first swapped every round; the median of the rounds): GPU ms a decode (a call's time times the
+    shape's calls), and for the transforms their bytes a second against a copy of as many bytes."""
+    lines = ["| C -> Co, frames, HxW | module | input transform ms (GB/s) | GEMMs ms (TFLOP/s) | "
+             "output transform ms (GB/s) | other ms | copy of the input transform's bytes GB/s |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    totals = {label: 0.0 for label in mods}
+    for c, co, t, h, w, calls in SHAPES:
+        buf, wt = operands(c, co, t, h, w, dev, torch.bfloat16)
+        tiles = -(-h // 6) * -(-w // 6)
+        in_bytes = (t + 2) * (h * w + 64 * tiles) * c * 2  # the frames read, V written (fp16)
+        out_bytes = t * (64 * tiles + h * w) * co * 2      # M read, the frames written
+        gemm_flops = 2 * 64 * tiles * 3 * c * co * t
+        src = torch.empty(in_bytes // 4, dtype=torch.float16, device=dev)
+        dst = torch.empty_like(src)
+        copy_gbs = 2 * src.numel() * 2 / median_ms(lambda: dst.copy_(src), trials=10) / 1e6
+        del src, dst
+        per = {label: [] for label in mods}
+        for r in range(rounds):
+            order = list(mods.items())
+            for label, mod in order if r % 2 == 0 else order[::-1]:
+                per[label].append(kernel_us(mod, buf, mod.winograd_weight(wt, torch.float16)))
+        for label in mods:
+            us = {k: statistics.median(d.get(k, 0.0) for d in per[label]) for k in per[label][0]}
+            t_in, t_out = us.pop("_input_transform", 0.0), us.pop("_output_transform", 0.0)
+            t_gemm = us.pop("GEMM", 0.0)
+            other = sum(us.values())
+            totals[label] += (t_in + t_out + t_gemm + other) * calls / 1e3
+            lines.append(f"| {c} -> {co}, {t}, {h}x{w} | {label} | {t_in * calls / 1e3:.1f} ({in_bytes / t_in / 1e3:.0f}) | "
+                         f"{t_gemm * calls / 1e3:.1f} ({gemm_flops / t_gemm / 1e6:.0f}) | "
+                         f"{t_out * calls / 1e3:.1f} ({out_bytes / t_out / 1e3:.0f}) | {other * calls / 1e3:.1f} | "
+                         f"{copy_gbs:.0f} |")
+            print(lines[-1], flush=True)
+        del buf
+        torch.cuda.empty_cache()
+    lines.append("")
+    lines += [f"- {label}: {ms:.0f} ms of GPU time a decode in these six shapes" for label, ms in totals.items()]
+    return lines
+
+
 def decode_ab(mods: dict, dev, min_channels: list[int]) -> list[str]:
     """Whole decodes with synthetic weights: first call, median of 3, peak memory, PSNR."""
     from harness import target
@@ -150,6 +212,7 @@ def main() -> None:
     ap.add_argument("--against")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--decode", action="store_true")
+    ap.add_argument("--kernels", action="store_true")
     ap.add_argument("--min-channels", type=int, nargs="+", default=[512, 1024],
                     help="--decode: the winograd_min_channels of each decode")
     ap.add_argument("--check", action="store_true")
@@ -160,6 +223,16 @@ def main() -> None:
         return check(m)
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
+    if args.kernels:
+        mods = {"candidate": m, **({"against": old} if old else {})}
+        text = "\n".join([f"# Winograd kernels ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
+                          f"Triton {m.triton.__version__})", "", f"`python scripts/probe_winograd.py --kernels`: "
+                          f"candidate {Path(args.candidate).name}, against {args.against or 'none'}.", "",
+                          *kernel_table(mods, dev)]) + "\n"
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text)
+        return None
     sweep = sweep_blocks(m, dev) if args.sweep else []
     lines = [f"# Winograd probe ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
              f"Triton {m.triton.__version__}, cuDNN {torch.backends.cudnn.version()})", "",
