@@ -138,6 +138,14 @@ def kernel_us(m, buf: torch.Tensor, u: tuple, calls: int = 5) -> dict[str, float
     return times
 
 
+def copy_rate(nbytes: int, dev) -> float:
+    """GB/s of a device copy that reads nbytes / 2 and writes as many: the rate a memory-bound kernel
+    moving nbytes can reach on this GPU."""
+    src = torch.empty(nbytes // 4, dtype=torch.float16, device=dev)
+    dst = torch.empty_like(src)
+    return nbytes / median_ms(lambda: dst.copy_(src), trials=10) / 1e6
+
+
 def kernel_table(mods: dict, dev, rounds: int = 3) -> list[str]:
     """Each kernel of winograd_conv alone, a shape at a time, the modules in alternation (which goes
     first swapped every round; the median of the rounds): GPU ms a decode (a call's time times the
@@ -152,10 +160,7 @@ def kernel_table(mods: dict, dev, rounds: int = 3) -> list[str]:
         in_bytes = (t + 2) * (h * w + 64 * tiles) * c * 2  # the frames read, V written (fp16)
         out_bytes = t * (64 * tiles + h * w) * co * 2      # M read, the frames written
         gemm_flops = 2 * 64 * tiles * 3 * c * co * t
-        src = torch.empty(in_bytes // 4, dtype=torch.float16, device=dev)
-        dst = torch.empty_like(src)
-        copy_gbs = 2 * src.numel() * 2 / median_ms(lambda: dst.copy_(src), trials=10) / 1e6
-        del src, dst
+        copy_gbs = copy_rate(in_bytes, dev)
         per = {label: [] for label in mods}
         for r in range(rounds):
             order = list(mods.items())
