@@ -301,12 +301,10 @@ if triton is not None:
     def _input_transform(d_ptr, v_ptr, tiles_w, tiles, H, W, TB, V0, C, BLOCK_P: tl.constexpr,
                          BLOCK_C: tl.constexpr):
         # d: [frames, H, W, C]; v: [64, tiles, TB, C]. A program: BLOCK_P tiles of input frame u, which
-        # is V's frame V0 + u, BLOCK_C of their channels. The channel blocks of the same tiles are
-        # neighbours in launch order, so the programs running at once read whole pixels and write
-        # whole rows of V (channels last), not one 128-byte piece of each.
-        u, blocks_c = tl.program_id(1), C // BLOCK_C
-        p = tl.program_id(0) // blocks_c * BLOCK_P + tl.arange(0, BLOCK_P)
-        cb = tl.program_id(0) % blocks_c * BLOCK_C + tl.arange(0, BLOCK_C)
+        # is V's frame V0 + u.
+        u = tl.program_id(1)
+        p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+        cb = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
         pmask = p < tiles
         y, x = 6 * (p // tiles_w) - 1, 6 * (p % tiles_w) - 1
         d_ptrs = d_ptr + (((u * H + y) * W + x).to(tl.int64) * C)[:, None] + cb[None, :]
@@ -376,12 +374,9 @@ if triton is not None:
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "rows_total", "H", "W", "inv_scale"])
     def _output_transform(m_ptr, out_ptr, tiles_w, tiles, rows_total, H, W, inv_scale, CO,
                           BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-        # m: [64, T x tiles, CO] (fp16 on CUDA); out: [T, H, W, CO]. Row r = (frame t, tile). A program:
-        # BLOCK_P rows, BLOCK_C channels; the channel blocks of the same rows are neighbours in launch
-        # order (as in the input transform).
-        blocks_c = CO // BLOCK_C
-        r = tl.program_id(0) // blocks_c * BLOCK_P + tl.arange(0, BLOCK_P)
-        cb = tl.program_id(0) % blocks_c * BLOCK_C + tl.arange(0, BLOCK_C)
+        # m: [64, T x tiles, CO] (fp16 on CUDA); out: [T, H, W, CO]. Row r = (frame t, tile).
+        r = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+        cb = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
         mask = (r < rows_total)[:, None]
         m_ptrs = m_ptr + (r.to(tl.int64) * CO)[:, None] + cb[None, :]
         e_stride = rows_total.to(tl.int64) * CO
@@ -652,7 +647,7 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
 
     def transform(src: Tensor, v: Tensor, v0: int) -> None:
         """src's frames [frames, H, W, C] (dense rows) into V's frames v0 on."""
-        _input_transform[(triton.cdiv(tiles, in_p) * (c // in_c), src.shape[0])](
+        _input_transform[(triton.cdiv(tiles, in_p), src.shape[0], c // in_c)](
             src, v, tiles_w, tiles, h, w, v.shape[2], v0, C=c, BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_warps)
 
     for b in range(n):
@@ -684,7 +679,7 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
                     m = m_flat[:POINTS * k * tiles * co].view(POINTS, k * tiles, co)
                 torch.bmm(a, u, out=m)
                 o = out[b, :, t0 + j:t0 + j + k].permute(1, 2, 3, 0)  # k, H, W, Co: dense rows
-                _output_transform[(triton.cdiv(k * tiles, out_p) * (co // out_c),)](
+                _output_transform[(triton.cdiv(k * tiles, out_p), co // out_c)](
                     m, o, tiles_w, tiles, k * tiles, h, w, inv_scale, CO=co, BLOCK_P=out_p, BLOCK_C=out_c,
                     num_warps=out_warps)
     return out
