@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -120,6 +120,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = module_name(item)
         return 2 + LONG_MODULES.index(name) if name in LONG_MODULES else 2 + len(LONG_MODULES)
 
+    items[:] = users_after_the_maker(items)
     items.sort(key=rank)
     # Each `alone` test followed by a long common one: the worker beside it takes that one, not the
     # next `alone` test, which would only wait for the lock (pytest_runtest_protocol).
@@ -127,6 +128,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     light = [i for i in items if rank(i) == 1]
     common = [i for i in items if rank(i) > 1]
     items[:] = [i for pair in zip(alone, common) for i in pair] + alone[len(common):] + light + common[len(alone):]
+
+
+def users_after_the_maker(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Each module's tests in their order, except that a test needing a made_once_fixture that an
+    earlier test of its module already needs goes after the module's other tests."""
+    modules: dict[str, tuple[list[pytest.Item], list[pytest.Item]]] = {}
+    needed: dict[str, set[str]] = {}
+    for item in items:
+        name = module_name(item)
+        first, later = modules.setdefault(name, ([], []))
+        wants, seen = MADE_ONCE_FIXTURES.intersection(item.fixturenames), needed.setdefault(name, set())
+        (later if wants and wants <= seen else first).append(item)
+        seen |= wants
+    return [item for first, later in modules.values() for item in first + later]
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -150,6 +165,20 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     parent of each worker's own)."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
+# The module fixtures whose workspace made_once makes once for the run (made_once_fixture).
+MADE_ONCE_FIXTURES: set[str] = set()
+
+
+def made_once_fixture(fn: Callable) -> Any:
+    """A module fixture that returns made_once's workspace: as pytest.fixture(scope="module"), and named
+    so that its first user starts before the module's other tests and its other users after them
+    (pytest_collection_modifyitems): under xdist the second worker would otherwise wait on the
+    lock while the first worker makes it (11 s of an idle core for test_cheaters_fresh.py's leaky
+    cheaters, session 25)."""
+    MADE_ONCE_FIXTURES.add(fn.__name__)
+    return pytest.fixture(scope="module")(fn)
 
 
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:

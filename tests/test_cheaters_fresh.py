@@ -46,7 +46,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import made_once, make_toy, tool, use
+from conftest import made_once, made_once_fixture, make_toy, tool, use
 from harness.sandbox import cgroup_make
 from harness import replies
 from harness.measure.session import Session
@@ -107,7 +107,7 @@ def _leaky_runs(folder: Path) -> Path:
     return folder / "found.json"
 
 
-@pytest.fixture(scope="module")
+@made_once_fixture
 def leaky(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads(made_once(tmp_path_factory, "fresh_leaky", _leaky_runs).read_text())
 
@@ -211,7 +211,7 @@ def _pair_runs(folder: Path) -> Path:
     return folder / "found.json"
 
 
-@pytest.fixture(scope="module")
+@made_once_fixture
 def pair(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads(made_once(tmp_path_factory, "fresh_pair", _pair_runs).read_text())
 

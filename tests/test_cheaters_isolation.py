@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from conftest import made_once, make_toy, python_c, tool as harness_tool, use  # its own tool() below runs one
+from conftest import made_once, made_once_fixture, make_toy, python_c, tool as harness_tool, use  # its own tool() below runs one
 from harness.errors import Refused
 from harness.measure.session import Session
 from test_run_experiment import run_here
@@ -222,7 +222,7 @@ def make_template(folder: Path) -> Path:
     return ws
 
 
-@pytest.fixture(scope="module")
+@made_once_fixture
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A toy workspace (assets made once) that tests copy when they need one to write in. Its
     first run is already recorded (the fp32 eager baseline, then a slower honest candidate: a

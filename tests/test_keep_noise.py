@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pytest
 
-from conftest import made_once, make_toy, use
+from conftest import made_once, made_once_fixture, make_toy, use
 from harness.errors import Refused
 from harness.ledger import results
 from harness.ledger.store import Store
@@ -51,7 +51,7 @@ def make_first_keeper(folder: Path) -> Path:
     return ws
 
 
-@pytest.fixture(scope="module")
+@made_once_fixture
 def first_keeper(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The first run, once for the run (conftest.made_once): the baseline (e001), then optimize.py
     at half the frozen model's time, kept (e002). Never written to: each test works in a copy (first_run)."""
