@@ -15,7 +15,8 @@ from a few choices, each transform in turn, each choice timed in alternation wit
 (summed over the widest shapes); one faster beyond the probe's noise is used for the table below.
 --kernels: instead of the table, each kernel of winograd_conv alone (torch.profiler, GPU time a
 call) at each shape, the candidate and --against in alternation, the transforms' bytes a second
-beside a device copy of as many bytes (the GPU's reachable bandwidth), the GEMMs' TFLOP/s.
+beside a device copy of as many bytes (the GPU's reachable bandwidth), the GEMMs' TFLOP/s, and the
+weight transform where U is made at each call (not kept).
 --decode: afterwards, whole synthetic-weight decodes of the benchmark shape in this process: the
 candidate (and --against) with Winograd from each --min-channels (512 and 1024): first call, median of 3,
 peak memory, PSNR against an fp32 decode (TF32 on, PyTorch's defaults).
@@ -120,15 +121,15 @@ def sweep_blocks(m, dev, rounds: int = 4) -> list[str]:
     return lines
 
 
-def kernel_us(m, buf: torch.Tensor, u: tuple, calls: int = 5) -> dict[str, float]:
-    """GPU microseconds a winograd_conv call spends in each kernel (by name), over `calls` calls."""
+def kernel_us(fn, calls: int = 5) -> dict[str, float]:
+    """GPU microseconds a call of fn spends in each kernel (by name; cuBLAS's as "GEMM"), over `calls` calls."""
     from torch.profiler import ProfilerActivity, profile
 
-    m.winograd_conv(buf, *u)
+    fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
-            m.winograd_conv(buf, *u)
+            fn()
         torch.cuda.synchronize()
     times: dict[str, float] = {}
     for e in prof.events():
@@ -136,6 +137,14 @@ def kernel_us(m, buf: torch.Tensor, u: tuple, calls: int = 5) -> dict[str, float
             name = "GEMM" if ("gemm" in e.name.lower() or "nvjet" in e.name) else e.name.split("(")[0]
             times[name] = times.get(name, 0.0) + e.time_range.elapsed_us() / calls
     return times
+
+
+def made_u_us(m, wt: torch.Tensor) -> float:
+    """GPU microseconds of making U at a call (the weight transform), for a conv whose U is not kept."""
+    w = m.WinogradWeight(wt, torch.float16)
+    if w.kept is None:
+        return sum(kernel_us(w.u).values())
+    return 0.0
 
 
 def copy_rate(nbytes: int, dev) -> float:
@@ -149,10 +158,11 @@ def copy_rate(nbytes: int, dev) -> float:
 def kernel_table(mods: dict, dev, rounds: int = 3) -> list[str]:
     """Each kernel of winograd_conv alone, a shape at a time, the modules in alternation (which goes
     first swapped every round; the median of the rounds): GPU ms a decode (a call's time times the
-    shape's calls), and for the transforms their bytes a second against a copy of as many bytes."""
+    shape's calls), for the transforms their bytes a second against a copy of as many bytes, and the
+    weight transform's time where a conv makes its U at each call."""
     lines = ["| C -> Co, frames, HxW | module | input transform ms (GB/s) | GEMMs ms (TFLOP/s) | "
-             "output transform ms (GB/s) | other ms | copy of the input transform's bytes GB/s |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+             "output transform ms (GB/s) | other ms | U made at each call ms | copy of the input transform's bytes GB/s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     totals = {label: 0.0 for label in mods}
     for c, co, t, h, w, calls in SHAPES:
         buf, wt = operands(c, co, t, h, w, dev, torch.bfloat16)
@@ -165,19 +175,20 @@ def kernel_table(mods: dict, dev, rounds: int = 3) -> list[str]:
         for r in range(rounds):
             order = list(mods.items())
             for label, mod in order if r % 2 == 0 else order[::-1]:
-                per[label].append(kernel_us(mod, buf, mod.winograd_weight(wt, torch.float16)))
+                u = mod.winograd_weight(wt, torch.float16)
+                per[label].append({**kernel_us(lambda: mod.winograd_conv(buf, *u)), "U made": made_u_us(mod, wt)})
         for label in mods:
             us = {k: statistics.median(d.get(k, 0.0) for d in per[label]) for k in per[label][0]}
             t_in, t_out = us.pop("_input_transform", 0.0), us.pop("_output_transform", 0.0)
-            t_gemm = us.pop("GEMM", 0.0)
+            t_gemm, t_u = us.pop("GEMM", 0.0), us.pop("U made", 0.0)
             other = sum(us.values())
-            totals[label] += (t_in + t_out + t_gemm + other) * calls / 1e3
+            totals[label] += (t_in + t_out + t_gemm + other + t_u) * calls / 1e3
             lines.append(f"| {c} -> {co}, {t}, {h}x{w} | {label} | {t_in * calls / 1e3:.1f} ({in_bytes / t_in / 1e3:.0f}) | "
                          f"{t_gemm * calls / 1e3:.1f} ({gemm_flops / t_gemm / 1e6:.0f}) | "
                          f"{t_out * calls / 1e3:.1f} ({out_bytes / t_out / 1e3:.0f}) | {other * calls / 1e3:.1f} | "
-                         f"{copy_gbs:.0f} |")
+                         f"{t_u * calls / 1e3:.1f} | {copy_gbs:.0f} |")
             print(lines[-1], flush=True)
-        del buf
+        buf = wt = None  # freed before the next shape
         torch.cuda.empty_cache()
     lines.append("")
     lines += [f"- {label}: {ms:.0f} ms of GPU time a decode in these six shapes" for label, ms in totals.items()]
