@@ -13,10 +13,11 @@ and each result's error against an fp32 conv, with fp16 (shipped) and bf16 GEMM 
 --sweep: first, the candidate's WINOGRAD_BLOCKS (tiles, channels, warps of a transform program)
 from a few choices, each transform in turn, each choice timed in alternation with the shipped setting
 (summed over the widest shapes); one faster beyond the probe's noise is used for the table below.
---kernels: instead of the table, each kernel of winograd_conv alone (torch.profiler, GPU time a
-call) at each shape, the candidate and --against in alternation, the transforms' bytes a second
-beside a device copy of as many bytes (the GPU's reachable bandwidth), the GEMMs' TFLOP/s, and the
-weight transform where U is made at each call (not kept).
+--kernels: instead of the table (and of --sweep and --decode), each kernel of winograd_conv alone
+(torch.profiler, GPU time a call) at each shape, the candidate and --against in alternation, each
+transform's bytes a second beside a device copy of as many bytes (a yardstick, not a ceiling: the
+transforms read part of their bytes from L2), the GEMMs' TFLOP/s, and the weight transform where U
+is made at each call (not kept).
 --decode: afterwards, whole synthetic-weight decodes of the benchmark shape in this process: the
 candidate (and --against) with Winograd from each --min-channels (512 and 1024): first call, median of 3,
 peak memory, PSNR against an fp32 decode (TF32 on, PyTorch's defaults).
@@ -140,7 +141,10 @@ def kernel_us(fn, calls: int = 5) -> dict[str, float]:
 
 
 def made_u_us(m, wt: torch.Tensor) -> float:
-    """GPU microseconds of making U at a call (the weight transform), for a conv whose U is not kept."""
+    """GPU microseconds of making U at a call (the weight transform), for a conv whose U is not kept
+    (0 where it is kept, or where the module keeps every U)."""
+    if not hasattr(m, "WinogradWeight"):
+        return 0.0
     w = m.WinogradWeight(wt, torch.float16)
     if w.kept is None:
         return sum(kernel_us(w.u).values())
@@ -148,20 +152,25 @@ def made_u_us(m, wt: torch.Tensor) -> float:
 
 
 def copy_rate(nbytes: int, dev) -> float:
-    """GB/s of a device copy that reads nbytes / 2 and writes as many: the rate a memory-bound kernel
-    moving nbytes can reach on this GPU."""
+    """GB/s of a device copy that reads nbytes / 2 and writes as many (10 back to back a trial: one copy
+    of a few tens of MB is too short to time alone)."""
     src = torch.empty(nbytes // 4, dtype=torch.float16, device=dev)
     dst = torch.empty_like(src)
-    return nbytes / median_ms(lambda: dst.copy_(src), trials=10) / 1e6
+    return nbytes / median_ms(lambda: dst.copy_(src), trials=10, reps=10) / 1e6
+
+
+def rate(amount: float, us: float, unit: float) -> str:
+    """amount / us in `unit`s a second (GB/s: 1e3, TFLOP/s: 1e6), or '-' where the kernel was not seen."""
+    return f"{amount / us / unit:.0f}" if us > 0 else "-"
 
 
 def kernel_table(mods: dict, dev, rounds: int = 3) -> list[str]:
     """Each kernel of winograd_conv alone, a shape at a time, the modules in alternation (which goes
     first swapped every round; the median of the rounds): GPU ms a decode (a call's time times the
-    shape's calls), for the transforms their bytes a second against a copy of as many bytes, and the
+    shape's calls), for each transform its bytes a second beside a copy of as many bytes, and the
     weight transform's time where a conv makes its U at each call."""
     lines = ["| C -> Co, frames, HxW | module | input transform ms (GB/s) | GEMMs ms (TFLOP/s) | "
-             "output transform ms (GB/s) | other ms | U made at each call ms | copy of the input transform's bytes GB/s |",
+             "output transform ms (GB/s) | other ms | U made at each call ms | copy of the input / output transform's bytes GB/s |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     totals = {label: 0.0 for label in mods}
     for c, co, t, h, w, calls in SHAPES:
@@ -170,7 +179,7 @@ def kernel_table(mods: dict, dev, rounds: int = 3) -> list[str]:
         in_bytes = (t + 2) * (h * w + 64 * tiles) * c * 2  # the frames read, V written (fp16)
         out_bytes = t * (64 * tiles + h * w) * co * 2      # M read, the frames written
         gemm_flops = 2 * 64 * tiles * 3 * c * co * t
-        copy_gbs = copy_rate(in_bytes, dev)
+        copies = f"{copy_rate(in_bytes, dev):.0f} / {copy_rate(out_bytes, dev):.0f}"
         per = {label: [] for label in mods}
         for r in range(rounds):
             order = list(mods.items())
@@ -183,10 +192,10 @@ def kernel_table(mods: dict, dev, rounds: int = 3) -> list[str]:
             t_gemm, t_u = us.pop("GEMM", 0.0), us.pop("U made", 0.0)
             other = sum(us.values())
             totals[label] += (t_in + t_out + t_gemm + other + t_u) * calls / 1e3
-            lines.append(f"| {c} -> {co}, {t}, {h}x{w} | {label} | {t_in * calls / 1e3:.1f} ({in_bytes / t_in / 1e3:.0f}) | "
-                         f"{t_gemm * calls / 1e3:.1f} ({gemm_flops / t_gemm / 1e6:.0f}) | "
-                         f"{t_out * calls / 1e3:.1f} ({out_bytes / t_out / 1e3:.0f}) | {other * calls / 1e3:.1f} | "
-                         f"{t_u * calls / 1e3:.1f} | {copy_gbs:.0f} |")
+            lines.append(f"| {c} -> {co}, {t}, {h}x{w} | {label} | {t_in * calls / 1e3:.1f} ({rate(in_bytes, t_in, 1e3)}) | "
+                         f"{t_gemm * calls / 1e3:.1f} ({rate(gemm_flops, t_gemm, 1e6)}) | "
+                         f"{t_out * calls / 1e3:.1f} ({rate(out_bytes, t_out, 1e3)}) | {other * calls / 1e3:.1f} | "
+                         f"{t_u * calls / 1e3:.1f} | {copies} |")
             print(lines[-1], flush=True)
         buf = wt = None  # freed before the next shape
         torch.cuda.empty_cache()

@@ -39,7 +39,8 @@ F6 = dict(BT=[[1,0,-21/4,0,21/4,0,-1,0],[0,1,1,-17/4,-17/4,1,1,0],[0,-1,1,17/4,-
               [0,1,1,16,16,1/16,1/16,0],[0,1,-1,32,-32,1/32,-1/32,1]])
 
 def wino(x, w, mats, op_dtype, out_dtype=torch.bfloat16, m_dtype=torch.float32):
-    """2D conv, pad 1: x [C, H, W] (values already bf16-representable), w [Co, C, 3, 3]."""
+    """2D conv, padding 1: x [C, H, W] (values already bf16-representable), w [Co, C, r, r] ->
+    [Co, H + 3 - r, W + 3 - r]."""
     BT, G, AT = (torch.tensor(mats[k], dtype=D) for k in ("BT", "G", "AT"))
     a = BT.shape[0]; m = AT.shape[0]; r = w.shape[-1]
     c, h, wd = x.shape
@@ -89,12 +90,15 @@ def same_points(bt: list, r: int) -> dict:
 
 
 F7_2 = same_points(F6["BT"], 2)
+x, wt = torch.randn(16, 13, 11, dtype=D), torch.randn(8, 16, 2, 2, dtype=D)
+exact = (wino(x, wt, F7_2, D, D, D) - F.conv2d(x[None], wt, padding=1)[0]).abs().max().item()
+print(f"F(7x7, 2x2) from F(6x6, 3x3)'s B^T, all in float64, 13x11 -> 14x12: max |winograd - conv2d| = {exact:.1e}")
 for c, co, h, w in ((1024, 1024, 24, 24), (512, 512, 24, 24)):
     x = F.silu(torch.randn(c, h, w, dtype=D) * 1.5).to(torch.bfloat16).to(D)
     wt = torch.randn(co, c, 2, 2, dtype=D) / (4 * c) ** 0.5  # one phase's 2x2 kernel
     ref = F.conv2d(x[None], wt, padding=1)[0]
     err = lambda y: ((y - ref).norm() / ref.norm()).item()
-    direct = F.conv2d(x[None], wt.to(torch.bfloat16).to(D), padding=1)[0].to(torch.bfloat16).to(D)
-    print(f"2x2 phase conv C {c} -> {co}: direct bf16 (cuDNN's) {err(direct):.2e} | F(7x7, 2x2) fp16, fp16 M "
+    print(f"2x2 phase conv C {c} -> {co}: direct bf16 (cuDNN's conv, emulated) {err(direct_bf16(x, wt)):.2e} | "
+          f"F(7x7, 2x2) fp16, fp16 M "
           f"{err(wino(x, wt, F7_2, torch.float16, m_dtype=torch.float16)):.2e} | F(7x7, 2x2) fp16, fp32 M "
           f"{err(wino(x, wt, F7_2, torch.float16)):.2e}")

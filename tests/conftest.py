@@ -108,7 +108,8 @@ def runs_light(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The order tests start in (each module's own order kept): those that run alone first, while
+    """The order tests start in (each module's own order kept, but for the later users of a
+    made_once_fixture: users_after_the_maker): those that run alone first, while
     the pytest processes beside them are still small (each grows as its tests import diffusers,
     transformers, ...), each beside a test of LONG_MODULES; then LIGHT_MODULES, then the rest of
     LONG_MODULES, then the rest."""
@@ -138,7 +139,8 @@ def users_after_the_maker(items: list[pytest.Item]) -> list[pytest.Item]:
     for item in items:
         name = module_name(item)
         first, later = modules.setdefault(name, ([], []))
-        wants, seen = MADE_ONCE_FIXTURES.intersection(item.fixturenames), needed.setdefault(name, set())
+        wants = {f for f in item.fixturenames if (name, f) in MADE_ONCE_FIXTURES}
+        seen = needed.setdefault(name, set())
         (later if wants and wants <= seen else first).append(item)
         seen |= wants
     return [item for first, later in modules.values() for item in first + later]
@@ -167,17 +169,18 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
 
 
-# The module fixtures whose workspace made_once makes once for the run (made_once_fixture).
-MADE_ONCE_FIXTURES: set[str] = set()
+# (test module, fixture) of the module fixtures whose workspace made_once makes once for the run.
+MADE_ONCE_FIXTURES: set[tuple[str, str]] = set()
 
 
 def made_once_fixture(fn: Callable) -> Any:
-    """A module fixture that returns made_once's workspace: as pytest.fixture(scope="module"), and named
-    so that its first user starts before the module's other tests and its other users after them
-    (pytest_collection_modifyitems): under xdist the second worker would otherwise wait on the
-    lock while the first worker makes it (11 s of an idle core for test_cheaters_fresh.py's leaky
-    cheaters, session 25)."""
-    MADE_ONCE_FIXTURES.add(fn.__name__)
+    """A module fixture that returns made_once's workspace: as pytest.fixture(scope="module"), and
+    registered so that (pytest_collection_modifyitems) the first of its module's tests that takes it
+    as an argument keeps its place and the others go after the module's other tests: under xdist
+    the second worker would otherwise wait on the lock while the first makes the workspace (11 s of
+    an idle core for test_cheaters_fresh.py's leaky cheaters, session 25). A test that asks for it
+    with request.getfixturevalue is not seen."""
+    MADE_ONCE_FIXTURES.add((fn.__module__.rsplit(".", 1)[-1] + ".py", fn.__name__))
     return pytest.fixture(scope="module")(fn)
 
 

@@ -20,7 +20,7 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
-from conftest import made_once, made_once_fixture
+from conftest import made_once
 from integrations.split_decode import HEIGHT, WIDTH, choose_split
 
 TOLERANCE = 1e-4  # fp32 on CPU: a slab's conv sums in another order than the whole frame's (~3e-6 seen)
@@ -59,7 +59,7 @@ def run_ranks(world: int, shape: tuple[int, ...], tmp: Path, *mode: str) -> dict
 TINY = (1, 48, 3, 2, 2)  # the tiny preset's latent
 
 
-@made_once_fixture
+@pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One start of 2 ranks on the tiny latent for two tests (a group's start, 2 interpreters
     importing torch, is most of each): the split decode, then the drop-in given the group, each on
