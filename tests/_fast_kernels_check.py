@@ -92,7 +92,7 @@ if hasattr(m, "finish_torch"):
     m.finish_torch(head, b12, full_t[:, :, 1:1 + t])
     close(label, full_k, full_t)
 # Winograd convs against F.conv3d (fp32 operands: exact up to rounding): odd sizes (7x8: 2x2 tiles
-# of 6x6, the last row and column partly outside), batch 2, and a pass split into one-frame GEMMs
+# of 6x6, the last row and column partly outside), batch 2 in the first case, and a pass split into one-frame GEMMs
 # by a small buffer cap, or into steps of 2 + 1 frames (V for 2 + 2 input frames of the 4x6 image's tiles; the last step on a prefix
 # of the reused V). The transforms' coefficients (up to 21/4 and 32 in F(6x6)) amplify fp32 rounding
 # to ~3e-5 of outputs of size ~3 here; a wrong tap, tile or index is off by O(1).
@@ -103,11 +103,11 @@ if hasattr(m, "winograd_conv"):
     # last one, more output channels than input); few=0: one GEMM a frame (one GPU's decode).
     cases = ((1 << 30, 64, 512, (64, 3, 7, 8)), (1 << 30, 64, 12, (64, 5, 7, 8)), (1 << 30, 64, 8, (128, 5, 5, 7)),
              (1 << 30, 0, 512, (128, 2, 5, 7)), (1, 64, 512, (64, 3, 4, 6)), (two_frame_steps, 64, 512, (64, 3, 4, 6)))
-    for cap, few, rows, (co, tt, hh, ww) in cases:
+    for i, (cap, few, rows, (co, tt, hh, ww)) in enumerate(cases):
         m.WINOGRAD_BYTES = cap
         if hasattr(m, "WINOGRAD_FEW_TILES"):
             m.WINOGRAD_FEW_TILES, m.WINOGRAD_GEMM_ROWS = few, rows
-        buf = rand(2, 64, tt + 2, hh, ww)
+        buf = rand(2 if i == 0 else 1, 64, tt + 2, hh, ww)  # two latents once (the conv's loop over them)
         wt = torch.randn(co, 64, 3, 3, 3, generator=g) / 40
         want = torch.nn.functional.conv3d(buf, wt, padding=(0, 1, 1))
         close(f"winograd_conv {co}x{hh}x{ww}x{tt} cap={cap} few={few} rows={rows}", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)), want,
