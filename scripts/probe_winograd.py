@@ -246,6 +246,9 @@ def main() -> None:
     old = load_module(Path(args.against), "against") if args.against else None
     if args.check:
         return check(m)
+    if not torch.cuda.is_available():
+        print("probe_winograd.py: needs a CUDA GPU (TRITON_INTERPRET=1 ... --check runs on the CPU)", file=sys.stderr)
+        return 2
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
     if args.kernels:
