@@ -123,20 +123,19 @@ def sweep_blocks(m, dev, rounds: int = 4) -> list[str]:
 
 
 def kernel_us(fn, calls: int = 5) -> dict[str, float]:
-    """GPU microseconds a call of fn spends in each kernel (by name; cuBLAS's as "GEMM"), over `calls` calls."""
-    from torch.profiler import ProfilerActivity, profile
+    """GPU microseconds a call of fn spends in each kernel, over `calls` calls: the harness's own profile
+    summary (harness/measure/profile.py), its matmul class (cuBLAS's kernels) as "GEMM"."""
+    from harness.measure import profile
 
     fn()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile.capture("cuda") as prof:
         for _ in range(calls):
             fn()
-        torch.cuda.synchronize()
     times: dict[str, float] = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            name = "GEMM" if ("gemm" in e.name.lower() or "nvjet" in e.name) else e.name.split("(")[0]
-            times[name] = times.get(name, 0.0) + e.time_range.elapsed_us() / calls
+    for row in profile.summarize(prof, "cuda", top=10_000)["top"]:
+        name = "GEMM" if row["category"] == "attention/matmul" else row["name"]
+        times[name] = times.get(name, 0.0) + row["time_s"] * 1e6 / calls
     return times
 
 
