@@ -116,6 +116,17 @@ if hasattr(m, "winograd_conv"):
             history = buf[:, :, :2].clone(memory_format=CL)
             close(f"winograd_conv {co}x{hh}x{ww}x{tt} cap={cap} few={few} rows={rows} (history apart)",
                   m.winograd_conv(buf[:, :, 2:], *m.winograd_weight(wt, torch.float32), history), want, tol=2e-4)
+# The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) against F.conv3d with the phase kernels:
+# two frames at a time (then one: a step cap), 7x7 tiles sticking out of the (h + 1) x (w + 1) output,
+# four output-channel blocks of the shipped 64.
+if hasattr(m, "subpixel_winograd_conv"):
+    for cap, (tt, hh, ww) in ((1 << 30, (3, 6, 9)), (1, (2, 7, 4))):
+        m.WINOGRAD_BYTES = cap
+        y = rand(1, 64, tt, hh, ww)
+        phases = m._subpixel_weight(torch.randn(64, 64, 3, 3, generator=g).double() / 24)
+        want = torch.nn.functional.conv3d(y.double(), phases.unsqueeze(2), padding=(0, 1, 1)).float()
+        close(f"subpixel_winograd_conv {tt}x{hh}x{ww} cap={cap}",
+              m.subpixel_winograd_conv(y, *m.subpixel_winograd_weight(phases, torch.float32)), want, tol=2e-4)
 # Winograd weights made by the kernel at each call (WinogradWeight with nothing kept) against the
 # float64 transform kept at build, odd channel counts (a partial block of output channels). Few
 # input channels: a program makes one input channel's rows alone (the interpreter ~0.08 s each).

@@ -68,7 +68,8 @@ def test_kernels_match_torch_oracles() -> None:
                *(f"winograd_conv {case}{apart}" for apart in ("", " (history apart)") for case in (
                    "64x7x8x3 cap=1073741824 few=64 rows=512", "64x7x8x5 cap=1073741824 few=64 rows=12",
                    "128x5x7x5 cap=1073741824 few=64 rows=8", "128x5x7x2 cap=1073741824 few=0 rows=512",
-                   "64x4x6x3 cap=1 few=64 rows=512", "64x4x6x3 cap=65536 few=64 rows=512"))]  # optimize.py's: none skipped
+                   "64x4x6x3 cap=1 few=64 rows=512", "64x4x6x3 cap=65536 few=64 rows=512")),
+               "subpixel_winograd_conv 3x6x9 cap=1073741824", "subpixel_winograd_conv 2x7x4 cap=1"]  # optimize.py's: none skipped
     assert all(f"{name}: ok" in p.stdout for name in shipped), p.stdout
 
 
@@ -112,6 +113,7 @@ kernels = decode(z)
 m.WINOGRAD_BLOCKS = {{"input": (8, 128, 4), "output": (32, 128, 4)}}
 winograd = m.FastDecoder(vae, torch.float32, 2, winograd_min_channels=128)
 assert len(winograd.winograd) == 16, sorted(winograd.winograd)
+assert len(winograd.subpixel) == 2, sorted(winograd.subpixel)  # the 128-channel upsamplings: F(7x7, 2x2)
 calls = []
 conv = m.winograd_conv
 m.winograd_conv = lambda buf, u, s, history: calls.append((buf.shape[2], history is not None)) or conv(buf, u, s, history)
