@@ -146,4 +146,15 @@ if hasattr(m, "WinogradWeight"):
     m.WINOGRAD_KEPT_U_BYTES = 0
     made = m.WinogradWeight(wt, torch.float16)
     close("winograd weight made per call, fp16", made.u().float(), kept.u().float(), tol=2 ** -10 + 1e-6)
+# The phase convs' Winograd weights made by the kernel at each call (SubpixelWeight with nothing kept)
+# against the float64 transform kept at build: a partial block of output channels; in fp16 to the step.
+if hasattr(m, "SubpixelWeight"):
+    phases = m._subpixel_weight(torch.randn(33, 5, 3, 3, generator=g).double() / 8)  # 132 phase channels
+    for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 2 ** -10 + 1e-6)):
+        m.WINOGRAD_KEPT_U_BYTES = 1 << 30
+        kept = m.SubpixelWeight(phases, dtype)
+        m.WINOGRAD_KEPT_U_BYTES = 0
+        made = m.SubpixelWeight(phases, dtype)
+        assert made.kept is None and kept.kept is not None
+        close(f"subpixel weight made per call, {dtype}", made.u().float(), kept.u().float(), tol=tol)
 print("all kernels match")

@@ -516,6 +516,51 @@ if triton is not None:
             _store_u_row(u_ptr, a6, b6, c6, 6, row, 3 * C, o, omask, CO, scale)
             _store_u_row(u_ptr, a7, b7, c7, 7, row, 3 * C, o, omask, CO, scale)
 
+
+    @triton.jit
+    def _g2(x0, x1):
+        # G of F(7x7, 2x2) along one axis (the rows of _G2 below): two kernel taps -> eight points.
+        return x0, x0 + x1, x0 - x1, 0.5 * x0 + x1, 0.5 * x0 - x1, x0 + 0.5 * x1, x0 - 0.5 * x1, x1
+
+
+    @triton.jit
+    def _store_u2_row(u_ptr, r0, r1, a: tl.constexpr, k, C, o, omask, CO, scale):
+        # Row a of G g, transformed along the other axis: points e = 8 a + b of U[e, k, o].
+        v0, v1, v2, v3, v4, v5, v6, v7 = _g2(r0, r1)
+        base, step = (8 * a * C + k).to(tl.int64) * CO + o, C.to(tl.int64) * CO
+        ty = u_ptr.dtype.element_ty
+        tl.store(u_ptr + base, (v0 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + step, (v1 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 2 * step, (v2 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 3 * step, (v3 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 4 * step, (v4 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 5 * step, (v5 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 6 * step, (v6 * scale).to(ty), mask=omask)
+        tl.store(u_ptr + base + 7 * step, (v7 * scale).to(ty), mask=omask)
+
+
+    @triton.jit
+    def _subpixel_weight_transform(w_ptr, u_ptr, C, CO, scale, BLOCK_O: tl.constexpr):
+        # w: [CO, C, 2, 2] fp32 (the phase kernels); u: [64, C, CO] as subpixel_winograd_weight lays it
+        # out. A program: input channel k, BLOCK_O output channels.
+        k = tl.program_id(0)
+        o = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
+        omask = o < CO
+        base = (o * C + k).to(tl.int64) * 4
+        g00, g01 = tl.load(w_ptr + base, mask=omask, other=0.0), tl.load(w_ptr + base + 1, mask=omask, other=0.0)
+        g10, g11 = tl.load(w_ptr + base + 2, mask=omask, other=0.0), tl.load(w_ptr + base + 3, mask=omask, other=0.0)
+        a0, a1, a2, a3, a4, a5, a6, a7 = _g2(g00, g10)  # column 0 of G g, rows 0..7
+        b0, b1, b2, b3, b4, b5, b6, b7 = _g2(g01, g11)
+        _store_u2_row(u_ptr, a0, b0, 0, k, C, o, omask, CO, scale)
+        _store_u2_row(u_ptr, a1, b1, 1, k, C, o, omask, CO, scale)
+        _store_u2_row(u_ptr, a2, b2, 2, k, C, o, omask, CO, scale)
+        _store_u2_row(u_ptr, a3, b3, 3, k, C, o, omask, CO, scale)
+        _store_u2_row(u_ptr, a4, b4, 4, k, C, o, omask, CO, scale)
+        _store_u2_row(u_ptr, a5, b5, 5, k, C, o, omask, CO, scale)
+        _store_u2_row(u_ptr, a6, b6, 6, k, C, o, omask, CO, scale)
+        _store_u2_row(u_ptr, a7, b7, 7, k, C, o, omask, CO, scale)
+
+
 def _rows_block(c: int) -> int:
     return max(1, 4096 // c)
 
@@ -763,6 +808,24 @@ def subpixel_winograd_weight(w: Tensor, dtype: torch.dtype) -> tuple[Tensor, flo
     return (u * scale).to(dtype).contiguous(), 1.0 / scale
 
 
+class SubpixelWeight:
+    """The phase convs' Winograd weights: U kept where at most WINOGRAD_KEPT_U_BYTES (or keep_all, as
+    WinogradWeight's), else made from the fp32 phase kernels w at each call (537 MB for 1024 -> 4096)."""
+
+    def __init__(self, w: Tensor, dtype: torch.dtype, keep_all: bool = False) -> None:
+        u, self.inv_scale = subpixel_winograd_weight(w, dtype)
+        self.kept = u if keep_all or u.numel() * u.element_size() <= WINOGRAD_KEPT_U_BYTES else None
+        self.w, self.dtype = w.float().contiguous(), dtype
+
+    def u(self) -> Tensor:
+        if self.kept is not None:
+            return self.kept
+        co, c = self.w.shape[:2]
+        u = torch.empty(POINTS, c, co, device=self.w.device, dtype=self.dtype)
+        _subpixel_weight_transform[(c, triton.cdiv(co, 128))](self.w, u, c, co, 1.0 / self.inv_scale, BLOCK_O=128)
+        return u
+
+
 def subpixel_winograd_conv(y: Tensor, u: Tensor, inv_scale: float) -> Tensor:
     """The phase convs of y [N, C, T, h, w] (channels-last-3d), padded by one in space ->
     [N, 4 C, T, h + 1, w + 1], as F.conv3d with the (4 C, C, 1, 2, 2) weights and padding (0, 1, 1)."""
@@ -941,14 +1004,14 @@ class FastDecoder:
                 self.winograd[name] = WinogradWeight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype,
                                                      keep_all_u)
                 del self.w.conv[name]  # only its last tap is used directly (the first chunk)
-        # The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) where as wide (U kept: 1.2 GB at
-        # full width, C -> 4 C).
-        self.subpixel: dict[str, tuple[Tensor, float]] = {}
+        # The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) where as wide (C -> 4 C; at full
+        # width every U is over WINOGRAD_KEPT_U_BYTES, so made at each call, as the 1024-channel convs').
+        self.subpixel: dict[str, SubpixelWeight] = {}
         for name, m in ([] if winograd_min_channels is None else vae.named_modules()):
             if name.startswith("decoder.") and name.endswith("resample.1") and not _on_torch(m.weight) \
                     and min(m.weight.shape[:2]) >= winograd_min_channels and m.weight.shape[1] % 64 == 0:
-                self.subpixel[name] = subpixel_winograd_weight(
-                    _subpixel_weight(m.weight.detach().double()), torch.float16 if dtype == torch.bfloat16 else dtype)
+                self.subpixel[name] = SubpixelWeight(_subpixel_weight(m.weight.detach().double()),
+                                                     torch.float16 if dtype == torch.bfloat16 else dtype, keep_all_u)
         self.compiles: ForkedCompiles | None = None  # set by build_decoder, done after the first call
         self.dtype = dtype
         self.frames_per_pass = frames_per_pass
@@ -1096,7 +1159,7 @@ class FastDecoder:
                 y = frames_from_channels(y, self.w.bias[f"{name}.time_conv"])
         conv = f"{name}.resample.1"
         if conv in self.subpixel and F is torch.nn.functional:  # a split decode's halo sees F.conv3d only
-            o = subpixel_winograd_conv(y, *self.subpixel[conv])
+            o = subpixel_winograd_conv(y, self.subpixel[conv].u(), self.subpixel[conv].inv_scale)
         else:
             o = F.conv3d(y, self.w.conv[conv], None, padding=(0, 1, 1))
         n, _, t, h1, w1 = o.shape
