@@ -150,11 +150,15 @@ if hasattr(m, "WinogradWeight"):
 # against the float64 transform kept at build: a partial block of output channels; in fp16 to the step.
 if hasattr(m, "SubpixelWeight"):
     phases = m._subpixel_weight(torch.randn(33, 5, 3, 3, generator=g).double() / 8)  # 132 phase channels
-    for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 2 ** -10 + 1e-6)):
+    # fp16: one step at U's largest entries (scaled into [2^L, 2^(L + 1)), L = SUBPIXEL_U_MAX_LOG2).
+    for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 2.0 ** (m.SUBPIXEL_U_MAX_LOG2 - 10) + 1e-7)):
         m.WINOGRAD_KEPT_U_BYTES = 1 << 30
         kept = m.SubpixelWeight(phases, dtype)
         m.WINOGRAD_KEPT_U_BYTES = 0
         made = m.SubpixelWeight(phases, dtype)
         assert made.kept is None and kept.kept is not None
         close(f"subpixel weight made per call, {dtype}", made.u().float(), kept.u().float(), tol=tol)
+    # U made in float64 a block of output channels at a time: the same U whatever the block.
+    close("subpixel weight in blocks of 50 output channels", m.subpixel_winograd_weight(phases, torch.float32, block=50)[0],
+          m.subpixel_winograd_weight(phases, torch.float32)[0], tol=1e-12)
 print("all kernels match")

@@ -48,6 +48,7 @@ This version: a re-implementation of the streaming decode for speed, same semant
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -797,25 +798,40 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
 # N = 4 C. 3.1x fewer multiply-adds than the direct 2x2 conv; fp16 operands and M as the 3x3 convs'
 # (emulated error 7.8e-3 against cuDNN's bf16 2.35e-3: scripts/probe_winograd_error.py).
 SUBPIXEL_TILE = 7
+# U's largest entry scaled into [2^-4, 2^-3) rather than [1, 2): this conv's input is the raw residual
+# stream, not a norm's output, so M (up to ~300x the input's largest value at 512 channels, emulated)
+# gets 16x headroom under fp16's 65504. Absolute rounding is unchanged (fp16's step scales with it).
+SUBPIXEL_U_MAX_LOG2 = -4
 _G2 = ((1.0, 0.0), (1.0, 1.0), (1.0, -1.0), (0.5, 1.0), (0.5, -1.0), (1.0, 0.5), (1.0, -0.5), (0.0, 1.0))
 
 
-def subpixel_winograd_weight(w: Tensor, dtype: torch.dtype) -> tuple[Tensor, float]:
-    """w [4 C, C, 2, 2] (the phase kernels) -> (U [64, C, 4 C], 1 / scale), scaled as winograd_weight's."""
+def subpixel_winograd_weight(w: Tensor, dtype: torch.dtype, block: int = 512) -> tuple[Tensor, float]:
+    """w [4 C, C, 2, 2] (the phase kernels) -> (U [64, C, 4 C], 1 / scale), U's largest entry scaled by a
+    power of two into [2^SUBPIXEL_U_MAX_LOG2, 2^(SUBPIXEL_U_MAX_LOG2 + 1)). In float64 `block` output
+    channels at a time (twice: the largest entry, then U), so that the build holds ~0.3 GB of float64 at
+    full width, not 2.1 GB."""
     g = torch.tensor(_G2, dtype=torch.float64, device=w.device)
-    u = torch.einsum("ai,okij,bj->abko", g, w.double(), g).reshape(POINTS, w.shape[1], w.shape[0])
-    scale = 2.0 ** -torch.floor(torch.log2(u.abs().max())).item()
-    return (u * scale).to(dtype).contiguous(), 1.0 / scale
+    parts = lambda: (torch.einsum("ai,okij,bj->abko", g, part.double(), g)  # noqa: E731
+                     .reshape(POINTS, w.shape[1], part.shape[0]) for part in w.split(block))
+    largest = max(part.abs().max().item() for part in parts())
+    scale = 2.0 ** (SUBPIXEL_U_MAX_LOG2 - math.floor(math.log2(largest)))
+    u = torch.empty(POINTS, w.shape[1], w.shape[0], device=w.device, dtype=dtype)
+    for o0, part in zip(range(0, w.shape[0], block), parts()):
+        u[:, :, o0:o0 + part.shape[2]] = part * scale
+    return u, 1.0 / scale
 
 
 class SubpixelWeight:
-    """The phase convs' Winograd weights: U kept where at most WINOGRAD_KEPT_U_BYTES (or keep_all, as
-    WinogradWeight's), else made from the fp32 phase kernels w at each call (537 MB for 1024 -> 4096)."""
+    """The phase convs' Winograd weights: U kept where at most WINOGRAD_KEPT_U_BYTES (at full width the
+    512 -> 2048 conv's, 134 MB), else made from the fp32 phase kernels w at each call (the two 1024 -> 4096
+    convs', 537 MB each). Never keep_all: a split decode's ranks, which keep every 3x3 conv's U, run this
+    conv on cuDNN (the halo code sees F.conv3d only) and would hold 1.2 GB for nothing."""
 
-    def __init__(self, w: Tensor, dtype: torch.dtype, keep_all: bool = False) -> None:
+    def __init__(self, w: Tensor, dtype: torch.dtype) -> None:
         u, self.inv_scale = subpixel_winograd_weight(w, dtype)
-        self.kept = u if keep_all or u.numel() * u.element_size() <= WINOGRAD_KEPT_U_BYTES else None
-        self.w, self.dtype = w.float().contiguous(), dtype
+        self.kept = u if u.numel() * u.element_size() <= WINOGRAD_KEPT_U_BYTES else None
+        self.w = None if self.kept is not None else w.float().contiguous()
+        self.dtype = dtype
 
     def u(self) -> Tensor:
         if self.kept is not None:
@@ -842,8 +858,10 @@ def subpixel_winograd_conv(y: Tensor, u: Tensor, inv_scale: float) -> Tensor:
         for t0 in range(0, t, step):
             f = min(step, t - t0)
             v = v_flat[:POINTS * tiles * f * c].view(POINTS, tiles, f, c)
+            src = y[b, :, t0:t0 + f].permute(1, 2, 3, 0)
+            assert src.is_contiguous(), "the upsampling's input must be channels-last-3d"
             _input_transform[(triton.cdiv(tiles, in_p), f, c // in_c)](
-                y[b, :, t0:t0 + f].permute(1, 2, 3, 0), v, tiles_w, tiles, h, w, f, 0, C=c, BLOCK_P=in_p,
+                src, v, tiles_w, tiles, h, w, f, 0, C=c, BLOCK_P=in_p,
                 BLOCK_C=in_c, SIDE=SUBPIXEL_TILE, num_warps=in_warps)
             for j in range(f):
                 a = v.as_strided((POINTS, tiles, c), (tiles * f * c, f * c, 1), v.storage_offset() + j * c)
@@ -1004,14 +1022,13 @@ class FastDecoder:
                 self.winograd[name] = WinogradWeight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype,
                                                      keep_all_u)
                 del self.w.conv[name]  # only its last tap is used directly (the first chunk)
-        # The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) where as wide (C -> 4 C; at full
-        # width every U is over WINOGRAD_KEPT_U_BYTES, so made at each call, as the 1024-channel convs').
+        # The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) where as wide (C -> 4 C).
         self.subpixel: dict[str, SubpixelWeight] = {}
         for name, m in ([] if winograd_min_channels is None else vae.named_modules()):
             if name.startswith("decoder.") and name.endswith("resample.1") and not _on_torch(m.weight) \
                     and min(m.weight.shape[:2]) >= winograd_min_channels and m.weight.shape[1] % 64 == 0:
                 self.subpixel[name] = SubpixelWeight(_subpixel_weight(m.weight.detach().double()),
-                                                     torch.float16 if dtype == torch.bfloat16 else dtype, keep_all_u)
+                                                     torch.float16 if dtype == torch.bfloat16 else dtype)
         self.compiles: ForkedCompiles | None = None  # set by build_decoder, done after the first call
         self.dtype = dtype
         self.frames_per_pass = frames_per_pass
@@ -1249,8 +1266,8 @@ def build_decoder(vae, example_latent, low_memory: bool = False):
         print("optimize.py: no CUDA; running the fast path eagerly in fp32", file=sys.stderr)
     info = {"dtype": str(dtype).replace("torch.", ""), "layout": "channels_last_3d",
             "kernels": "torch eager (CPU)" if not cuda else "cuDNN convs + 7 Triton kernels" if low_memory
-            else "cuDNN convs, Winograd GEMMs + 7 Triton kernels", "head": "2D conv, stacked time taps",
-            "latent_frames_per_pass": settings["frames_per_pass"], "upsample": "subpixel 2x2 convs, Winograd F(7x7, 2x2)",
+            else f"cuDNN convs, Winograd GEMMs + {10 if decoder.subpixel else 8} Triton kernels", "head": "2D conv, stacked time taps",
+            "latent_frames_per_pass": settings["frames_per_pass"], "upsample": "subpixel 2x2 convs" + (", Winograd F(7x7, 2x2)" if decoder.subpixel else ""),
             "low_memory": low_memory}
     if decoder.winograd:
         kept = sum(w.kept is not None for w in decoder.winograd.values())
