@@ -9,11 +9,12 @@ times its first call, then a second one (the steady state):
   no-benchmark cold Triton cache, cudnn.benchmark off (no engine search, slower engines).
 In the cold case, the seconds spent in Triton's compiler (summed over its compile() calls) and
 the number of kernels compiled are counted too, and each compile is listed (kernel, constants,
-seconds; with the candidate's compiles forked at build, the parent's are cache hits). --limits N..
+seconds; with the candidate's compiles forked at build, the parent's are cache hits), with each
+wait of the first call on a compile forked at build (the kernel whose child was still compiling). --limits N..
 adds a warm-Triton case per value of cuDNN's benchmark_limit (the engines its search tries a conv):
 what a shorter search saves on the first call, and what it costs the second.
 
-    python scripts/probe_first_call.py [--candidate optimize.py] [--out FILE.md] [--limits 1 3]
+    python scripts/probe_first_call.py [--candidate optimize.py] [--out FILE.md] [--limits 1 3] [--cases [warm-triton]]
 """
 
 from __future__ import annotations
@@ -72,6 +73,22 @@ def one_case(benchmark: bool, candidate: str, limit: int | None = None) -> dict[
     from _probe import load_module
 
     mod = load_module(Path(candidate))
+    waits: list[list] = []  # the first call's waits on a compile forked at build: kernel, seconds
+    forked = getattr(mod, "ForkedCompiles", None)
+    if forked is not None:
+        real_wait = forked._wait
+
+        def timed_wait(self, **kw):
+            t = time.perf_counter()
+            try:
+                return real_wait(self, **kw)
+            finally:
+                seconds = time.perf_counter() - t
+                if seconds > 0.01:
+                    fn = kw.get("fn")  # Triton's JitFunctionInfo: module, name, jit_function
+                    waits.append([getattr(fn, "name", None) or getattr(fn, "__name__", "?"), round(seconds, 2)])
+
+        forked._wait = timed_wait
     t = time.perf_counter()
     decode, _ = mod.build_decoder(model, x)
     build = time.perf_counter() - t
@@ -86,11 +103,14 @@ def one_case(benchmark: bool, candidate: str, limit: int | None = None) -> dict[
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     return {"build_s": build, "first_s": times[0], "second_s": times[1],
-            "triton_compiles": compiled["n"], "triton_compile_s": compiled["s"], "each": compiled["each"]}
+            "triton_compiles": compiled["n"], "triton_compile_s": compiled["s"], "each": compiled["each"],
+            "waits": waits}
 
 
 def run_case(benchmark: bool, cache: str, candidate: Path, limit: int | None = None) -> dict[str, float]:
-    env = {**os.environ, "TRITON_CACHE_DIR": cache}
+    # -P keeps the project root off sys.path (harness/__init__.py refuses it); scripts/ for _probe
+    path = os.pathsep.join(filter(None, [str(REPO / "scripts"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "TRITON_CACHE_DIR": cache, "PYTHONPATH": path}
     code = ("import json, runpy; p = runpy.run_path('scripts/probe_first_call.py'); "
             f"print(json.dumps(p['one_case']({benchmark}, {str(candidate)!r}, {limit!r})))")
     out = subprocess.run([sys.executable, "-P", "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
@@ -105,14 +125,19 @@ def main() -> int:
     p.add_argument("--out", type=Path)
     p.add_argument("--limits", type=int, nargs="*", default=[],
                    help="also warm-Triton cases with these cuDNN benchmark_limit values (torch's default: 10)")
+    p.add_argument("--cases", nargs="*", default=["warm-triton", "no-benchmark"], choices=["warm-triton", "no-benchmark"],
+                   help="the cases beside the cold one (default: both)")
     a = p.parse_args()
     import torch
     import triton
 
     cold, nobench = tempfile.mkdtemp(), tempfile.mkdtemp()
     cand = a.candidate.resolve()
-    cases = {"cold": run_case(True, cold, cand), "warm-triton": run_case(True, cold, cand),
-             "no-benchmark": run_case(False, nobench, cand)}
+    cases = {"cold": run_case(True, cold, cand)}  # first: it leaves the Triton cache warm-triton reads
+    if "warm-triton" in a.cases:
+        cases["warm-triton"] = run_case(True, cold, cand)
+    if "no-benchmark" in a.cases:
+        cases["no-benchmark"] = run_case(False, nobench, cand)
     for limit in a.limits:
         cases[f"warm-triton, benchmark_limit {limit}"] = run_case(True, cold, cand, limit)
     lines = [f"# {cand.name}'s first call, split ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
@@ -124,6 +149,9 @@ def main() -> int:
                      f"{c['triton_compiles']} | {c['triton_compile_s']:.2f} |")
     lines += ["", "Each compile of the cold case (kernel, integer and flag constants, seconds):", ""]
     lines += [f"- {fn} {consts}: {sec:.2f} s" for fn, consts, sec in cases["cold"]["each"]]
+    lines += ["", "The cold first call's waits on a kernel compiled in a child forked at build (over 10 ms; kernel, "
+              "seconds, in the order waited):", ""]
+    lines += [f"- {fn}: {sec:.2f} s" for fn, sec in cases["cold"]["waits"]] or ["- none"]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
