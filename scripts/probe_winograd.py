@@ -3,7 +3,7 @@ decoder's causal 3x3x3 convolutions (optimize.py's winograd_conv) beat cuDNN on 
 does it cost in accuracy?
 
     python scripts/probe_winograd.py [--candidate optimize.py] [--against OLD.py] [--sweep] [--kernels]
-                                     [--decode] [--out FILE.md]
+                                     [--decode] [--decode-kernels] [--out FILE.md]
     TRITON_INTERPRET=1 python scripts/probe_winograd.py --check   # CPU: exact against F.conv3d
 
 For each conv shape of one full-preset decode with wide channels it prints cuDNN's time
@@ -13,6 +13,8 @@ and each result's error against an fp32 conv, with fp16 (shipped) and bf16 GEMM 
 --sweep: first, the candidate's WINOGRAD_BLOCKS (tiles, channels, warps of a transform program)
 from a few choices, each transform in turn, each choice timed in alternation with the shipped setting
 (summed over the widest shapes); one faster beyond the probe's noise is used for the table below.
+--decode-kernels: instead of all that, one whole decode's GPU time by kernel (torch.profiler), the
+candidate beside --against, each as build_decoder builds it: which kernels a change moved.
 --kernels: instead of the table (and of --sweep and --decode), each kernel of winograd_conv alone
 (torch.profiler, GPU time a call) at each shape, the candidate and --against in alternation, each
 transform's bytes a second beside a device copy of as many bytes (a yardstick, not a ceiling: the
@@ -225,7 +227,36 @@ def decode_ab(mods: dict, dev, min_channels: list[int]) -> list[str]:
             lines.append(f"| {label} | {min_c} | {first:.1f} | {sorted(times)[1]:.3f} | {peak:.1f} | "
                          f"{psnr(out, ref)[0]:.2f} |")
             print(lines[-1], flush=True)
-            del dec, out
+            dec = out = None  # freed before the next decoder is built
+    return lines
+
+
+def decode_kernels(mods: dict, dev, top: int = 25) -> list[str]:
+    """One whole decode's GPU time by kernel, the candidate beside `against` (each built as build_decoder
+    builds it, warmed up twice, then one profiled call): which kernels a change made slower or faster."""
+    from harness import target
+    target.use("wan-vae")  # the worked example's packages by name (harness/target/)
+    from model import load_vae
+    vae = load_vae("synthetic", device=dev)
+    z = torch.randn(1, 48, 31, 44, 80, generator=torch.Generator().manual_seed(1234)).to(dev)
+    per: dict[str, dict[str, float]] = {}
+    walls: dict[str, float] = {}
+    for label, m in mods.items():
+        decode, _ = m.build_decoder(vae, z)
+        _, times = wall_times(lambda: decode(z), 3)  # the first call compiles; the later two are the state
+        walls[label] = sorted(times)[1]
+        per[label] = kernel_us(lambda: decode(z), calls=1)
+        decode = None  # freed before the next one is built
+        torch.cuda.empty_cache()
+    labels = list(mods)
+    names = sorted({n for t in per.values() for n in t}, key=lambda n: -max(t.get(n, 0.0) for t in per.values()))
+    lines = ["", "One decode (1x48x31x44x80, synthetic weights), median wall of 3 calls: "
+             + ", ".join(f"{label} {walls[label]:.3f} s" for label in labels), "",
+             "| kernel | " + " | ".join(f"{label} ms" for label in labels) + " |",
+             "|---|" + "---:|" * len(labels)]
+    for n in names[:top]:
+        lines.append(f"| {n[:70]} | " + " | ".join(f"{per[label].get(n, 0.0) / 1e3:.1f}" for label in labels) + " |")
+    lines.append("| **all kernels** | " + " | ".join(f"**{sum(per[label].values()) / 1e3:.1f}**" for label in labels) + " |")
     return lines
 
 
@@ -237,6 +268,8 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--decode", action="store_true")
     ap.add_argument("--kernels", action="store_true")
+    ap.add_argument("--decode-kernels", action="store_true",
+                    help="one whole decode's GPU time by kernel, the candidate beside --against")
     ap.add_argument("--min-channels", type=int, nargs="+", default=[512, 1024],
                     help="--decode: the winograd_min_channels of each decode")
     ap.add_argument("--check", action="store_true")
@@ -250,6 +283,16 @@ def main() -> None:
         return 2
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
+    if args.decode_kernels:
+        mods = {"candidate": m, **({"against": old} if old else {})}
+        text = "\n".join([f"# A decode's kernels ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
+                          f"Triton {m.triton.__version__})", "", f"`python scripts/probe_winograd.py --decode-kernels`: "
+                          f"candidate {Path(args.candidate).name}, against {args.against or 'none'}.",
+                          *decode_kernels(mods, dev)]) + "\n"
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text)
+        return None
     if args.kernels:
         mods = {"candidate": m, **({"against": old} if old else {})}
         text = "\n".join([f"# Winograd kernels ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
