@@ -14,7 +14,7 @@ wait of the first call on a compile forked at build (the kernel whose child was 
 adds a warm-Triton case per value of cuDNN's benchmark_limit (the engines its search tries a conv):
 what a shorter search saves on the first call, and what it costs the second.
 
-    python scripts/probe_first_call.py [--candidate optimize.py] [--out FILE.md] [--limits 1 3] [--cases [warm-triton]]
+    python scripts/probe_first_call.py [--candidate optimize.py] [--out FILE.md] [--limits 1 3] [--cases [warm-triton] [no-benchmark]]
 """
 
 from __future__ import annotations

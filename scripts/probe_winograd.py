@@ -232,8 +232,10 @@ def decode_ab(mods: dict, dev, min_channels: list[int]) -> list[str]:
 
 
 def decode_kernels(mods: dict, dev, top: int = 25) -> list[str]:
-    """One whole decode's GPU time by kernel, the candidate beside `against` (each built as build_decoder
-    builds it, warmed up twice, then one profiled call): which kernels a change made slower or faster."""
+    """One whole decode's GPU time by kernel, the candidate beside `against`, in that order (not alternated:
+    for kernels that moved by milliseconds, not for small differences). Each is built as build_decoder
+    builds it; a first call compiles; the median wall time of the next three calls; then kernel_us's own
+    warm call and one profiled call."""
     from harness import target
     target.use("wan-vae")  # the worked example's packages by name (harness/target/)
     from model import load_vae
@@ -243,7 +245,8 @@ def decode_kernels(mods: dict, dev, top: int = 25) -> list[str]:
     walls: dict[str, float] = {}
     for label, m in mods.items():
         decode, _ = m.build_decoder(vae, z)
-        _, times = wall_times(lambda: decode(z), 3)  # the first call compiles; the later two are the state
+        decode(z)  # compiles (its output dropped at once)
+        times = wall_times(lambda: decode(z), 3)[1]
         walls[label] = sorted(times)[1]
         per[label] = kernel_us(lambda: decode(z), calls=1)
         decode = None  # freed before the next one is built
