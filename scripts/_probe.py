@@ -1,5 +1,6 @@
-"""What the development probes in scripts/ share: loading a candidate file as a module, timing a
-GPU function (CUDA events for a kernel, wall time for a whole decode), and a decode's PSNR."""
+"""What the development probes in scripts/ share: loading a candidate file as a module, the model and
+benchmark latent a whole decode runs on, timing a GPU function (CUDA events for a kernel, wall time
+for a whole decode), and a decode's PSNR."""
 
 from __future__ import annotations
 
@@ -17,6 +18,19 @@ def load_module(path: Path, name: str = "candidate") -> ModuleType:
     from harness.target.loader import load_source
 
     return load_source(path, name=name)
+
+
+BENCHMARK_SHAPE = (1, 48, 31, 44, 80)  # the full preset's latent: 720p x 121 frames
+
+
+def benchmark_decode(device: str | torch.device = "cuda") -> tuple[Any, torch.Tensor]:
+    """The frozen model with synthetic weights and the benchmark shape's seeded latent, on device."""
+    from harness import target
+    target.use("wan-vae")  # the worked example's packages by name (harness/target/)
+    from model import load_vae
+
+    z = torch.randn(*BENCHMARK_SHAPE, generator=torch.Generator().manual_seed(1234))
+    return load_vae("synthetic", device=device), z.to(device)
 
 
 def median_ms(fn: Callable[[], Any], trials: int = 5, reps: int = 1, warmup: int = 1) -> float:

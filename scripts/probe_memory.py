@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
-from _probe import load_module
+from _probe import benchmark_decode, load_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,14 +52,9 @@ def main() -> None:
     ap.add_argument("--min-channels", type=int, nargs="+", help="default: the candidate's WINOGRAD_MIN_CHANNELS")
     ap.add_argument("--out")
     args = ap.parse_args()
-    from harness import target
-    target.use("wan-vae")  # the worked example's packages by name (harness/target/)
-    from model import load_vae
-
     m = load_module(Path(args.candidate))
     torch.backends.cudnn.benchmark = True
-    vae = load_vae("synthetic", device="cuda")
-    z = torch.randn(1, 48, 31, 44, 80, generator=torch.Generator().manual_seed(1234)).cuda()
+    vae, z = benchmark_decode("cuda")
     lines = [f"# Peak memory probe ({torch.cuda.get_device_name()}, torch {torch.__version__}, synthetic weights, "
              "latent 1x48x31x44x80)", ""]
     for min_c in args.min_channels or [m.WINOGRAD_MIN_CHANNELS]:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from _probe import load_module, median_ms, psnr, wall_times
+from _probe import benchmark_decode, load_module, median_ms, psnr, wall_times
 
 ROOT = Path(__file__).resolve().parent.parent
 CL = torch.channels_last_3d
@@ -207,11 +207,7 @@ def kernel_table(mods: dict, dev, rounds: int = 3) -> list[str]:
 
 def decode_ab(mods: dict, dev, min_channels: list[int]) -> list[str]:
     """Whole decodes with synthetic weights: first call, median of 3, peak memory, PSNR."""
-    from harness import target
-    target.use("wan-vae")  # the worked example's packages by name (harness/target/)
-    from model import load_vae
-    vae = load_vae("synthetic", device=dev)
-    z = torch.randn(1, 48, 31, 44, 80, generator=torch.Generator().manual_seed(1234)).to(dev)
+    vae, z = benchmark_decode(dev)
     with torch.no_grad():
         ref = vae.decode(z)
     lines = ["", "| decoder | Winograd from | first call s | median s | peak GB | PSNR dB vs fp32 (TF32) |",
@@ -236,11 +232,7 @@ def decode_kernels(mods: dict, dev, top: int = 25) -> list[str]:
     for kernels that moved by milliseconds, not for small differences). Each is built as build_decoder
     builds it; a first call compiles; the median wall time of the next three calls; then kernel_us's own
     warm call and one profiled call."""
-    from harness import target
-    target.use("wan-vae")  # the worked example's packages by name (harness/target/)
-    from model import load_vae
-    vae = load_vae("synthetic", device=dev)
-    z = torch.randn(1, 48, 31, 44, 80, generator=torch.Generator().manual_seed(1234)).to(dev)
+    vae, z = benchmark_decode(dev)
     per: dict[str, dict[str, float]] = {}
     walls: dict[str, float] = {}
     for label, m in mods.items():
@@ -253,7 +245,7 @@ def decode_kernels(mods: dict, dev, top: int = 25) -> list[str]:
         torch.cuda.empty_cache()
     labels = list(mods)
     names = sorted({n for t in per.values() for n in t}, key=lambda n: -max(t.get(n, 0.0) for t in per.values()))
-    lines = ["", "One decode (1x48x31x44x80, synthetic weights), median wall of 3 calls: "
+    lines = ["One decode (1x48x31x44x80, synthetic weights), median wall of 3 calls: "
              + ", ".join(f"{label} {walls[label]:.3f} s" for label in labels), "",
              "| kernel | " + " | ".join(f"{label} ms" for label in labels) + " |",
              "|---|" + "---:|" * len(labels)]
@@ -261,6 +253,14 @@ def decode_kernels(mods: dict, dev, top: int = 25) -> list[str]:
         lines.append(f"| {n[:70]} | " + " | ".join(f"{per[label].get(n, 0.0) / 1e3:.1f}" for label in labels) + " |")
     lines.append("| **all kernels** | " + " | ".join(f"**{sum(per[label].values()) / 1e3:.1f}**" for label in labels) + " |")
     return lines
+
+
+def report(lines: list[str], out: str | None) -> None:
+    """Print the report, and write it to `out` where given."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        Path(out).write_text(text)
 
 
 def main() -> None:
@@ -286,26 +286,14 @@ def main() -> None:
         return 2
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
-    if args.decode_kernels:
-        mods = {"candidate": m, **({"against": old} if old else {})}
-        text = "\n".join([f"# A decode's kernels ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
-                          f"Triton {m.triton.__version__})", "", f"`python scripts/probe_winograd.py --decode-kernels`: "
-                          f"candidate {Path(args.candidate).name}, against {args.against or 'none'}.",
-                          *decode_kernels(mods, dev)]) + "\n"
-        print(text)
-        if args.out:
-            Path(args.out).write_text(text)
-        return None
-    if args.kernels:
-        mods = {"candidate": m, **({"against": old} if old else {})}
-        text = "\n".join([f"# Winograd kernels ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
-                          f"Triton {m.triton.__version__})", "", f"`python scripts/probe_winograd.py --kernels`: "
-                          f"candidate {Path(args.candidate).name}, against {args.against or 'none'}.", "",
-                          *kernel_table(mods, dev)]) + "\n"
-        print(text)
-        if args.out:
-            Path(args.out).write_text(text)
-        return None
+    mods = {"candidate": m, **({"against": old} if old else {})}
+    if args.decode_kernels or args.kernels:
+        flag, title, table = (("--decode-kernels", "A decode's kernels", decode_kernels) if args.decode_kernels
+                              else ("--kernels", "Winograd kernels", kernel_table))
+        return report([f"# {title} ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
+                       f"Triton {m.triton.__version__})", "", f"`python scripts/probe_winograd.py {flag}`: "
+                       f"candidate {Path(args.candidate).name}, against {args.against or 'none'}.", "",
+                       *table(mods, dev)], args.out)
     sweep = sweep_blocks(m, dev) if args.sweep else []
     lines = [f"# Winograd probe ({torch.cuda.get_device_name()}, torch {torch.__version__}, "
              f"Triton {m.triton.__version__}, cuDNN {torch.backends.cudnn.version()})", "",
@@ -340,12 +328,8 @@ def main() -> None:
         lines.append(row)
         torch.cuda.empty_cache()
     if args.decode:
-        lines += decode_ab({"candidate": m, **({"against": old} if old else {})}, dev, args.min_channels)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        lines += decode_ab(mods, dev, args.min_channels)
+    return report(lines, args.out)
 
 
 if __name__ == "__main__":
