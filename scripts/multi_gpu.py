@@ -5,7 +5,8 @@ NCCL) against the same decode on one GPU, on the synthetic weights and a seeded 
 For each N in --gpus, N processes (one a GPU) build the decoder, decode once (the first call),
 then --runs timed calls. The clock runs on rank 0, from the latent in hand to the whole video
 gathered there, every rank synchronized at both ends. Printed and written to --out: median,
-first call, peak GPU memory of each rank, the speedup over N = 1 and its scaling efficiency, and
+first call, peak GPU memory of each rank (allocated; on GPUs also the allocator's reserved peak and what
+the GPU holds outside it, the figure a memory clause sees), the speedup over N = 1 and its scaling efficiency, and
 PSNR (10 log10(4 / MSE), the gate's) of the N-GPU video against the one-GPU decode and against
 the frozen model's fp32 decode (PyTorch defaults), over the whole video and over the columns
 (or rows) within 16 pixels of each slab border. --per-call: each timed call's seconds, and for
@@ -95,15 +96,18 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
         times.append(time.perf_counter() - start)
         dist.barrier()
     peak = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else float("nan")
+    memory = memory_gb(device)
     if profile_dir:
         profile_call(decode, z if rank == 0 else None, device,
                      Path(profile_dir) / f"profile_{Path(candidate).stem}_n{world}_rank{rank}.txt")
-    peaks, every_launches = [None] * world, [None] * world
+    peaks, every_launches, memories = [None] * world, [None] * world, [None] * world
     dist.all_gather_object(peaks, peak)
+    dist.all_gather_object(memories, memory)
     dist.all_gather_object(every_launches, launches[1:])
     if rank == 0:
         torch.save({"video": video.cpu(), "first_s": times[0], "median_s": statistics.median(times[1:]),
-                    "times_s": times[1:], "launches": every_launches, "peaks_gb": peaks, "split": info.get("split")}, out)
+                    "times_s": times[1:], "launches": every_launches, "peaks_gb": peaks, "memory_gb": memories,
+                    "split": info.get("split")}, out)
     dist.barrier()
     # No destroy_process_group: after NCCL operations were captured into a CUDA graph it can hang
     # (pytorch/pytorch#115388); the process ends here, its communicators with it.
@@ -122,6 +126,19 @@ def profile_call(decode, z, device: torch.device, path: Path) -> None:
         sync(device)
     key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     path.write_text(prof.key_averages().table(sort_by=key, row_limit=25, max_name_column_width=70))
+
+
+def memory_gb(device: torch.device) -> tuple[float, float, float] | None:
+    """A rank's GPU memory after its calls, GB: (allocated peak, the allocator's reserved peak, what the
+    GPU holds outside the allocator: its CUDA context, NCCL's buffers, the libraries' workspaces). The
+    harness's memory clause leaves a candidate N GB of the GPU for all of it (harness/measure/memory_limit.py),
+    so reserved peak + outside is the figure held against N (the allocated peak alone is below it)."""
+    if device.type != "cuda":
+        return None
+    free, total = torch.cuda.mem_get_info(device)
+    reserved = torch.cuda.memory_reserved(device)
+    return (torch.cuda.max_memory_allocated(device) / 1e9, torch.cuda.max_memory_reserved(device) / 1e9,
+            (total - free - reserved) / 1e9)
 
 
 def run(world: int, backend: str, shape: list[int], runs: int, folder: Path, candidate: Path,
@@ -145,6 +162,20 @@ def border_psnr(a: torch.Tensor, b: torch.Tensor, split: dict | None) -> float |
         edges.append(torch.arange(start - BORDER, start + BORDER))
     index = torch.cat(edges)
     return psnr(a.index_select(axis, index), b.index_select(axis, index))
+
+
+def memory_table(results: dict[int, dict]) -> list[str]:
+    """Each count's ranks: allocated peak / reserved peak / outside the allocator, and their sum with
+    the reserved peak, the GPU's peak as a memory clause sees it (memory_gb); nothing on CPU."""
+    if not any(results[n]["memory_gb"][0] for n in results):
+        return []
+    lines = ["", "Memory a rank after the calls, GB: allocated peak / reserved peak / outside the allocator "
+             "(context, NCCL, workspaces) = reserved peak + outside", ""]
+    for n, r in results.items():
+        ranks = "; ".join(f"rank {k}: {a:.2f} / {res:.2f} / {out:.2f} = {res + out:.2f}"
+                          for k, (a, res, out) in enumerate(r["memory_gb"]))
+        lines.append(f"- {n} GPU(s): {ranks}")
+    return lines
 
 
 def per_call_table(results: dict[int, dict]) -> list[str]:
@@ -226,6 +257,7 @@ def main() -> int:
         heading = f"# {candidate.name} split across GPUs ({where}; preset {a.preset}, latent {shape}, " \
                   f"{adapter.weights_kind()} weights; {a.runs} timed calls after the first)"
         lines += [heading, ""] + candidate_table(results, alone, reference, first_one, candidates[0])
+        lines += memory_table(results)
         if a.per_call:
             lines += per_call_table(results)
         lines.append("")
