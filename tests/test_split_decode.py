@@ -10,6 +10,7 @@ the proof that the match comes from the halo, and that this test would catch its
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -108,32 +109,6 @@ def test_choose_split() -> None:
         choose_split(2, 2, 4)
 
 
-class _OneProcessHalo:
-    """A rank's halo exchange without the other ranks: the neighbours' rows are read from the whole
-    tensor (of `wholes`, the one the slab is cut from: the same layer's input for the whole frame),
-    as the real exchange delivers them."""
-
-    def __init__(self, wholes: list[torch.Tensor], split: "Split") -> None:
-        from integrations.split_decode import HaloExchange
-
-        self.halo = HaloExchange(split, None)
-        scale = wholes[0].shape[split.axis] // sum(split.sizes)
-        start, n = scale * split.start(split.rank), scale * split.sizes[split.rank]
-
-        def neighbour_rows(x: torch.Tensor, rows: int):
-            assert x.shape[split.axis] == n
-            whole, = (w for w in wholes if w.shape == x.shape[:split.axis] + w.shape[split.axis:]
-                      and torch.equal(w.narrow(split.axis, start, n), x))
-            size = whole.shape[split.axis]
-            def rows_at(first: int) -> torch.Tensor:
-                if first < 0 or first + rows > size:
-                    return torch.zeros_like(whole.narrow(split.axis, 0, rows))
-                return whole.narrow(split.axis, first, rows).clone()
-            return lambda: (rows_at(start - rows), rows_at(start + n))
-        self.halo.neighbour_rows = neighbour_rows
-        self.start, self.n = start, n
-
-
 @pytest.mark.parametrize("axis", [HEIGHT, WIDTH])
 @pytest.mark.parametrize("kernel, padding", [(3, 1), (2, 1), (1, 0)])
 def test_a_slabs_conv_equals_its_rows_of_the_whole_frames_conv(axis: int, kernel: int, padding: int) -> None:
@@ -144,6 +119,7 @@ def test_a_slabs_conv_equals_its_rows_of_the_whole_frames_conv(axis: int, kernel
     with a time tap too; and a same-padded conv function (the Winograd conv's wrapper) likewise,
     also given the two history frames apart from its input, as the Winograd conv is past the first
     pass. Slabs of 1 to 5 rows: both the border path and the thin-slab path."""
+    from _one_process_halo import OneProcessHalo
     from integrations.split_decode import Split, _same_padded, _SplitFunctional
 
     g = torch.Generator().manual_seed(3)
@@ -157,7 +133,7 @@ def test_a_slabs_conv_equals_its_rows_of_the_whole_frames_conv(axis: int, kernel
     sizes = (5, 1, size - 8, 2) if padding else (5, size - 5)
     for rank in range(len(sizes)):
         split = Split(axis, sizes, rank)
-        one = _OneProcessHalo([whole, history], split)
+        one = OneProcessHalo([whole, history], split)
         slab = whole.narrow(axis, one.start, one.n)
         got = _SplitFunctional(one.halo).conv3d(slab, w3, None, 1, pad)
         want = full.narrow(axis, one.start, got.shape[axis])
@@ -169,6 +145,19 @@ def test_a_slabs_conv_equals_its_rows_of_the_whole_frames_conv(axis: int, kernel
             apart = lambda x, kept: torch.nn.functional.conv3d(torch.cat([kept, x], 2), w3, padding=pad)  # noqa: E731
             got = _same_padded(apart, 1, one.halo)(slab, history.narrow(axis, one.start, one.n))
             assert float((got - full_after_history.narrow(axis, one.start, one.n)).abs().max()) < 1e-5, (sizes, rank)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed (pip install triton)")
+def test_the_winograd_convs_split_equal_the_whole_frames() -> None:
+    """optimize.py's Winograd convs (the causal 3x3x3 conv, and the upsampling's phase convs where it
+    passes them through winograd_conv) under Triton's interpreter, split as on GPUs: each case in
+    height and in width (tests/_split_kernels_check.py)."""
+    p = subprocess.run([sys.executable, str(REPO / "tests" / "_split_kernels_check.py"),
+                        str(REPO / "targets" / "wan-vae" / "optimize.py")], cwd=REPO,
+                       env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "every split matches" in p.stdout, p.stdout + p.stderr[-2000:]
+    cases = int(p.stdout.split("cases: ", 1)[1].split()[0])
+    assert cases >= 2 and p.stdout.count(": ok") == 2 * cases, p.stdout
 
 
 def test_one_rank_is_todays_path(narrow_vae: torch.nn.Module) -> None:
