@@ -6,7 +6,7 @@ For each N in --gpus, N processes (one a GPU) build the decoder, decode once (th
 then --runs timed calls. The clock runs on rank 0, from the latent in hand to the whole video
 gathered there, every rank synchronized at both ends. Printed and written to --out: median,
 first call, peak GPU memory of each rank (allocated; on GPUs also the allocator's reserved peak and what
-the GPU holds outside it, the figure a memory clause sees), the speedup over N = 1 and its scaling efficiency, and
+the GPU holds outside it, whose sum bounds what a memory clause sees), the speedup over N = 1 and its scaling efficiency, and
 PSNR (10 log10(4 / MSE), the gate's) of the N-GPU video against the one-GPU decode and against
 the frozen model's fp32 decode (PyTorch defaults), over the whole video and over the columns
 (or rows) within 16 pixels of each slab border. --per-call: each timed call's seconds, and for
@@ -131,8 +131,9 @@ def profile_call(decode, z, device: torch.device, path: Path) -> None:
 def memory_gb(device: torch.device) -> tuple[float, float, float] | None:
     """A rank's GPU memory after its calls, GB: (allocated peak, the allocator's reserved peak, what the
     GPU holds outside the allocator: its CUDA context, NCCL's buffers, the libraries' workspaces). The
-    harness's memory clause leaves a candidate N GB of the GPU for all of it (harness/measure/memory_limit.py),
-    so reserved peak + outside is the figure held against N (the allocated peak alone is below it)."""
+    harness's memory clause leaves a candidate N GB of the GPU for all of it (harness/measure/memory_limit.py):
+    reserved peak + outside bounds from above what the clause sees, since under a cap the allocator frees its
+    cache and retries before it fails (NCCL's own allocations cannot). The peaks start after the build."""
     if device.type != "cuda":
         return None
     free, total = torch.cuda.mem_get_info(device)
@@ -165,12 +166,12 @@ def border_psnr(a: torch.Tensor, b: torch.Tensor, split: dict | None) -> float |
 
 
 def memory_table(results: dict[int, dict]) -> list[str]:
-    """Each count's ranks: allocated peak / reserved peak / outside the allocator, and their sum with
-    the reserved peak, the GPU's peak as a memory clause sees it (memory_gb); nothing on CPU."""
+    """Each count's ranks: allocated peak / reserved peak / outside the allocator, and the reserved peak
+    plus the outside, an upper bound of the GPU's peak as a memory clause sees it (memory_gb); nothing on CPU."""
     if not any(results[n]["memory_gb"][0] for n in results):
         return []
-    lines = ["", "Memory a rank after the calls, GB: allocated peak / reserved peak / outside the allocator "
-             "(context, NCCL, workspaces) = reserved peak + outside", ""]
+    lines = ["", "Memory a rank after the calls (peaks since the build), GB: allocated peak / reserved peak / outside "
+             "the allocator (context, NCCL, workspaces) = reserved peak + outside, an upper bound", ""]
     for n, r in results.items():
         ranks = "; ".join(f"rank {k}: {a:.2f} / {res:.2f} / {out:.2f} = {res + out:.2f}"
                           for k, (a, res, out) in enumerate(r["memory_gb"]))
