@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
 import shutil
@@ -63,6 +64,17 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 for _var, _value in (("GIT_AUTHOR_NAME", "auto-optim tests"), ("GIT_AUTHOR_EMAIL", "tests@auto-optim.invalid"),
                      ("GIT_COMMITTER_NAME", "auto-optim tests"), ("GIT_COMMITTER_EMAIL", "tests@auto-optim.invalid")):
     os.environ[_var] = _value
+# Triton's kernels run on CPU tensors by its interpreter (TRITON_INTERPRET=1), read when triton is imported:
+# so in a child process of their own, and only where triton is installed.
+needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed (pip install triton)")
+
+
+def run_interpreted(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """`python ARGS` in the project root with TRITON_INTERPRET=1, its output captured."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 # The fixtures that hold (or make a process hold) the full-width VAE's weights: 2.2-2.8 GB.
 FULL_WIDTH = {"vae", "workspace"}
 

@@ -12,18 +12,14 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import needs_triton, run_interpreted
 
 REPO = Path(__file__).resolve().parent.parent
 VAE = REPO / "targets" / "wan-vae"  # the worked example's target folder
-HAS_TRITON = importlib.util.find_spec("triton") is not None
-needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install triton)")
 # 5 latent frames: a first pass of 1 frame, then 3 and 1 with 3 frames a pass (so a history is
 # carried between two passes after the first, where the time upsample's conv runs, and the last
 # pass is short); not square, so a swapped height and width shows. One latent row: the stages
@@ -52,11 +48,6 @@ def test_cpu_path_matches_frozen_model(narrow_vae: torch.nn.Module, low_memory: 
     got = decode(z)
     assert got.shape == want.shape and got.dtype == torch.float32
     assert float((got - want).abs().max()) < 1e-4
-
-
-def run_interpreted(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
 
 
 @needs_triton

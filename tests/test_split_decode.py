@@ -11,7 +11,6 @@ the proof that the match comes from the halo, and that this test would catch its
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
-from conftest import made_once
+from conftest import made_once, needs_triton, run_interpreted
 from integrations.split_decode import HEIGHT, WIDTH, choose_split
 
 TOLERANCE = 1e-4  # fp32 on CPU: a slab's conv sums in another order than the whole frame's (~3e-6 seen)
@@ -148,14 +147,13 @@ def test_a_slabs_conv_equals_its_rows_of_the_whole_frames_conv(axis: int, kernel
             assert float((got - full_after_history.narrow(axis, one.start, one.n)).abs().max()) < 1e-5, (sizes, rank)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed (pip install triton)")
+@needs_triton
 def test_the_winograd_convs_split_equal_the_whole_frames() -> None:
     """optimize.py's Winograd convs (the causal 3x3x3 conv, and the upsampling's phase convs where it
     passes them through winograd_conv) under Triton's interpreter, split as on GPUs: each case in
     height and in width (tests/_split_kernels_check.py)."""
-    p = subprocess.run([sys.executable, str(REPO / "tests" / "_split_kernels_check.py"),
-                        str(REPO / "targets" / "wan-vae" / "optimize.py")], cwd=REPO,
-                       env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
+    p = run_interpreted(str(REPO / "tests" / "_split_kernels_check.py"), str(REPO / "targets" / "wan-vae" / "optimize.py"),
+                        timeout=600)
     assert p.returncode == 0 and "every split matches" in p.stdout, p.stdout + p.stderr[-2000:]
     # The phase convs' case runs where optimize.py's winograd_conv takes them: read from its source here,
     # apart from the check's own test, so that the case cannot drop out unseen.
