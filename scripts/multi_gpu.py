@@ -95,18 +95,17 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
         sync(device)
         times.append(time.perf_counter() - start)
         dist.barrier()
-    peak = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else float("nan")
     memory = memory_gb(device)
     if profile_dir:
         profile_call(decode, z if rank == 0 else None, device,
                      Path(profile_dir) / f"profile_{Path(candidate).stem}_n{world}_rank{rank}.txt")
-    peaks, every_launches, memories = [None] * world, [None] * world, [None] * world
-    dist.all_gather_object(peaks, peak)
+    every_launches, memories = [None] * world, [None] * world
     dist.all_gather_object(memories, memory)
     dist.all_gather_object(every_launches, launches[1:])
     if rank == 0:
         torch.save({"video": video.cpu(), "first_s": times[0], "median_s": statistics.median(times[1:]),
-                    "times_s": times[1:], "launches": every_launches, "peaks_gb": peaks, "memory_gb": memories,
+                    "times_s": times[1:], "launches": every_launches, "memory_gb": memories,
+                    "peaks_gb": [m[0] if m else float("nan") for m in memories],
                     "split": info.get("split")}, out)
     dist.barrier()
     # No destroy_process_group: after NCCL operations were captured into a CUDA graph it can hang
