@@ -59,7 +59,7 @@ if "norm" in m.residual_sum.__code__.co_varnames:
 # subpixel merge: time factor 1 and 2, first chunk or not, with and without the norm. The
 # shortcut source has t / factor frames; a first chunk drops the first factor - 1 output frames.
 for ft, first, tt in ((1, False, 3), (2, False, 4), (2, True, 3)):
-    o = rand(2, 4 * c, tt, h + 1, w + 1)
+    o = rand(2, 4 * c, tt, h, w)  # the phases on the small image's grid
     src = rand(2, 2 * c, (tt + ft - 1) // ft, h, w)
     want = torch.empty(2, c, tt, 2 * h, 2 * w)
     m.subpixel_merge_torch(o, bias, src, ft, first, want)
@@ -116,17 +116,23 @@ if hasattr(m, "winograd_conv"):
             history = buf[:, :, :2].clone(memory_format=CL)
             close(f"winograd_conv {co}x{hh}x{ww}x{tt} cap={cap} few={few} rows={rows} (history apart)",
                   m.winograd_conv(buf[:, :, 2:], *m.winograd_weight(wt, torch.float32), history), want, tol=2e-4)
-# The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) against F.conv3d with the phase kernels:
-# two frames at a time (then one: a step cap), 7x7 tiles sticking out of the (h + 1) x (w + 1) output,
-# four output-channel blocks of the shipped 64.
-if hasattr(m, "subpixel_winograd_conv"):
-    for cap, (tt, hh, ww) in ((1 << 30, (3, 6, 9)), (1, (2, 7, 4))):
-        m.WINOGRAD_BYTES = cap
+# The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) against F.conv3d with the phase kernels,
+# each phase shifted onto the small image's grid (phases_on_grid: the rows and columns it drops are
+# the ones a shift misplaces): 7x7 tiles sticking out of the (h + 1) x (w + 1) output, four output-channel
+# blocks of the shipped 64; one GEMM a frame (many tiles: few=0), a step's frames in one GEMM (few
+# tiles: all 3 frames, or 2 + 1 where a GEMM takes at most 4 rows, 2 tiles' of 2 frames; and 3 frames of
+# 2 x 3 tiles, so that a wrong (tile, frame) row order shows), and one frame a step (a buffer cap).
+if hasattr(m, "subpixel_phase_conv"):
+    m.WINOGRAD_FEW_TILES, m.WINOGRAD_GEMM_ROWS = 64, 512
+    for cap, few, rows, (tt, hh, ww) in ((1 << 30, 0, 512, (3, 6, 9)), (1 << 30, 64, 512, (3, 6, 9)),
+                                         (1 << 30, 64, 4, (3, 6, 9)), (1, 64, 512, (2, 7, 4)),
+                                         (1 << 30, 64, 512, (3, 13, 15))):
+        m.WINOGRAD_BYTES, m.WINOGRAD_FEW_TILES, m.WINOGRAD_GEMM_ROWS = cap, few, rows
         y = rand(1, 64, tt, hh, ww)
         phases = m._subpixel_weight(torch.randn(64, 64, 3, 3, generator=g).double() / 24)
-        want = torch.nn.functional.conv3d(y.double(), phases.unsqueeze(2), padding=(0, 1, 1)).float()
-        close(f"subpixel_winograd_conv {tt}x{hh}x{ww} cap={cap}",
-              m.subpixel_winograd_conv(y, *m.subpixel_winograd_weight(phases, torch.float32)), want, tol=2e-4)
+        want = m.phases_on_grid(torch.nn.functional.conv3d(y.double(), phases.unsqueeze(2), padding=(0, 1, 1))).float()
+        close(f"subpixel_phase_conv {tt}x{hh}x{ww} cap={cap} few={few} rows={rows}",
+              m.winograd_conv(y, *m.subpixel_winograd_weight(phases, torch.float32), phases=True), want, tol=2e-4)
 # Winograd weights made by the kernel at each call (WinogradWeight with nothing kept) against the
 # float64 transform kept at build, odd channel counts (a partial block of output channels). Few
 # input channels: a program makes one input channel's rows alone (the interpreter ~0.08 s each).
@@ -146,19 +152,25 @@ if hasattr(m, "WinogradWeight"):
     m.WINOGRAD_KEPT_U_BYTES = 0
     made = m.WinogradWeight(wt, torch.float16)
     close("winograd weight made per call, fp16", made.u().float(), kept.u().float(), tol=2 ** -10 + 1e-6)
-# The phase convs' Winograd weights made by the kernel at each call (SubpixelWeight with nothing kept)
-# against the float64 transform kept at build: a partial block of output channels; in fp16 to the step.
-if hasattr(m, "SubpixelWeight"):
+# The phase convs' Winograd weights made by the kernel at each call (WinogradWeight(phases=True) with
+# nothing kept) against the float64 transform kept at build: a partial block of output channels; in fp16
+# to the step.
+if hasattr(m, "subpixel_winograd_weight"):
     phases = m._subpixel_weight(torch.randn(33, 5, 3, 3, generator=g).double() / 8)  # 132 phase channels
     # fp16: one step at U's largest entries (scaled into [2^L, 2^(L + 1)), L = SUBPIXEL_U_MAX_LOG2).
     for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 2.0 ** (m.SUBPIXEL_U_MAX_LOG2 - 10) + 1e-7)):
         m.WINOGRAD_KEPT_U_BYTES = 1 << 30
-        kept = m.SubpixelWeight(phases, dtype)
+        kept = m.WinogradWeight(phases, dtype, phases=True)
         m.WINOGRAD_KEPT_U_BYTES = 0
-        made = m.SubpixelWeight(phases, dtype)
+        made = m.WinogradWeight(phases, dtype, phases=True)
         assert made.kept is None and kept.kept is not None
         close(f"subpixel weight made per call, {dtype}", made.u().float(), kept.u().float(), tol=tol)
     # U made in float64 a block of output channels at a time: the same U whatever the block.
     close("subpixel weight in blocks of 50 output channels", m.subpixel_winograd_weight(phases, torch.float32, block=50)[0],
           m.subpixel_winograd_weight(phases, torch.float32)[0], tol=1e-12)
+    if "block" in m.winograd_weight.__code__.co_varnames:
+        wt = torch.randn(130, 5, 3, 3, 3, generator=g) / 40
+        whole, blocks = m.winograd_weight(wt, torch.float64, block=1 << 20), m.winograd_weight(wt, torch.float64, block=50)
+        assert whole[1] == blocks[1], "the scale depends on the block"
+        close("winograd weight in blocks of 50 output channels", blocks[0], whole[0], tol=1e-12)
 print("all kernels match")

@@ -60,9 +60,13 @@ def test_kernels_match_torch_oracles() -> None:
                    "64x7x8x3 cap=1073741824 few=64 rows=512", "64x7x8x5 cap=1073741824 few=64 rows=12",
                    "128x5x7x5 cap=1073741824 few=64 rows=8", "128x5x7x2 cap=1073741824 few=0 rows=512",
                    "64x4x6x3 cap=1 few=64 rows=512", "64x4x6x3 cap=65536 few=64 rows=512")),
-               "subpixel_winograd_conv 3x6x9 cap=1073741824", "subpixel_winograd_conv 2x7x4 cap=1",
+               *(f"subpixel_phase_conv {case}" for case in (
+                   "3x6x9 cap=1073741824 few=0 rows=512", "3x6x9 cap=1073741824 few=64 rows=512",
+                   "3x6x9 cap=1073741824 few=64 rows=4", "2x7x4 cap=1 few=64 rows=512",
+                   "3x13x15 cap=1073741824 few=64 rows=512")),
                "subpixel weight made per call, torch.float32", "subpixel weight made per call, torch.float16",
-               "subpixel weight in blocks of 50 output channels"]  # optimize.py's: none skipped
+               "subpixel weight in blocks of 50 output channels",
+               "winograd weight in blocks of 50 output channels"]  # optimize.py's: none skipped
     assert all(f"{name}: ok" in p.stdout for name in shipped), p.stdout
 
 
@@ -109,10 +113,13 @@ assert len(winograd.winograd) == 16, sorted(winograd.winograd)
 assert len(winograd.subpixel) == 2, sorted(winograd.subpixel)  # the 128-channel upsamplings: F(7x7, 2x2)
 calls = []
 conv = m.winograd_conv
-m.winograd_conv = lambda buf, u, s, history: calls.append((buf.shape[2], history is not None)) or conv(buf, u, s, history)
+m.winograd_conv = lambda buf, u, s, history=None, phases=False: calls.append((buf.shape[2], history is not None, phases)) or conv(buf, u, s, history, phases=phases)
 zw = z[:1, :, :4]
 winograd = winograd(zw)
-assert sorted(set(calls)) == [(1, True), (2, True), (4, True)], calls  # new frames only: the history read apart
+# The causal convs: new frames only, the history read apart. The upsamplings' phase convs go through
+# the same name (what a split decode wraps): 1 frame in the first pass, then each stage's doubled frames.
+assert sorted(set(calls)) == [(1, False, True), (1, True, False), (2, False, True), (2, True, False),
+                              (4, False, True), (4, True, False), (8, False, True)], calls
 want_w = vae.decode(zw)
 m._INTERPRET = False  # the same decoder, torch ops instead of the kernels
 torch_path = decode(z)
@@ -132,8 +139,9 @@ print("bf16 kernels psnr", float(10 * torch.log10(4 / ((bf16 - want[:1]) ** 2).m
 @needs_triton
 def test_forked_compiles_record_compile_and_reap_each_kernel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """ForkedCompiles (e078: warm-up 11.8 -> 7.4 s on an H100), whose real run only a GPU has: its
-    dry-run hook skips every launch and forks one child per kernel specialization, however often
-    the kernel runs; the child compiles that specialization and its launcher with the hook off and
+    dry-run hook skips every launch and forks one child per kernel and specialization, however often
+    the kernel runs (two kernels of one signature share Triton's key: each gets its child, session 26's
+    lost 3.9 s); the child compiles that specialization and its launcher with the hook off and
     the device index it was handed (a forked child must not ask the GPU), then exits; the real
     call's hook waits for exactly that kernel's child, and finish() reaps the rest and takes the
     hook out. Triton's driver and kernels are stand-ins that write what the child did to a file."""
@@ -149,25 +157,31 @@ def test_forked_compiles_record_compile_and_reap_each_kernel(monkeypatch: pytest
                 f.write(f" launcher:{metadata}")
 
     class Kernel:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
         def preload(self, spec: str) -> SimpleNamespace:
-            (tmp_path / spec).write_text(f"device:{m.triton.runtime.driver.active.get_current_device()} "
+            done = f"{self.name}-{spec}"
+            (tmp_path / done).write_text(f"device:{m.triton.runtime.driver.active.get_current_device()} "
                                          f"hook:{knobs.jit_cache_hook}")
-            return SimpleNamespace(src=spec, metadata="meta-" + spec)
+            return SimpleNamespace(src=done, metadata="meta-" + spec)
 
     monkeypatch.setattr(m.triton.runtime.driver, "_active", Driver())
     compiles = m.ForkedCompiles(torch.device("cuda", 3))
-    info = SimpleNamespace(jit_function=Kernel())
+    kernels = {name: SimpleNamespace(name=name, jit_function=Kernel(name)) for name in ("k", "twin")}
 
-    def launch(key: str) -> bool | None:  # what Triton's JIT does on a kernel's first launch
-        return knobs.jit_cache_hook(key=key, fn=info, compile={"specialization_data": key}, repr="",
+    def launch(key: str, kernel: str = "k") -> bool | None:  # what Triton's JIT does on a kernel's first launch
+        return knobs.jit_cache_hook(key=key, fn=kernels[kernel], compile={"specialization_data": key}, repr="",
                                     is_manual_warmup=False, already_compiled=False)
 
     knobs.jit_cache_hook = compiles._fork  # what dry_run installs
-    assert [launch(k) for k in ("a", "b", "a")] == [True, True, True]  # every launch skipped
-    assert sorted(compiles.children) == ["a", "b"]  # one child a specialization
+    assert [launch(k) for k in ("a", "b", "a")] + [launch("a", "twin")] == [True] * 4  # every launch skipped
+    assert sorted(compiles.children) == [("k", "a"), ("k", "b"), ("twin", "a")]  # a child each
     knobs.jit_cache_hook = compiles._wait  # what dry_run leaves for the real call
-    assert launch("a") is None and list(compiles.children) == ["b"]  # the compile goes on: a cache hit
-    assert (tmp_path / "a").read_text() == "device:3 hook:None launcher:meta-a"  # a's child is done
+    assert launch("a") is None and sorted(compiles.children) == [("k", "b"), ("twin", "a")]  # a cache hit
+    assert (tmp_path / "k-a").read_text() == "device:3 hook:None launcher:meta-a"  # k's child for a is done
+    assert launch("a", "twin") is None and list(compiles.children) == [("k", "b")]
+    assert (tmp_path / "twin-a").read_text() == "device:3 hook:None launcher:meta-a"
     compiles.finish()
     assert compiles.children == {} and knobs.jit_cache_hook is None
-    assert (tmp_path / "b").read_text() == "device:3 hook:None launcher:meta-b"
+    assert (tmp_path / "k-b").read_text() == "device:3 hook:None launcher:meta-b"
