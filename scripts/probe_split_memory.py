@@ -7,8 +7,9 @@ does); two ranks (NCCL) build each candidate's split decoder (integrations/split
 synthetic weights and the full preset's seeded latent, then make 3 calls (the first: an eager decode,
 the CUDA graph's recording and a replay; then replays). After each step every rank logs, GB: the
 allocator's allocated and reserved bytes, what the GPU has in use and free, the peaks, and the
-allocator's retries and OOMs; on a failure, the step, the error and its traceback. NCCL logs its
-allocations (NCCL_DEBUG_SUBSYS=INIT,ALLOC,REG) to OUT/nccl/. --cpu: a smoke test (tiny, gloo, no
+allocator's retries and OOMs (after the first call also its segments by pool: the default one and the
+graph's private one); on a failure, the step, the error and its traceback. NCCL logs its
+allocations (NCCL_DEBUG_SUBSYS=INIT,ALLOC,REG); its lines about memory go to OUT/NAME.nccl.txt. --cpu: a smoke test (tiny, gloo, no
 ballast).
 
     python scripts/probe_split_memory.py --memory-gb 24 --out OUT --candidate a.py --candidate b.py
@@ -38,6 +39,21 @@ def mem(device) -> dict:
             "peak_alloc": round(torch.cuda.max_memory_allocated(device) / 1e9, 3),
             "peak_reserved": round(torch.cuda.max_memory_reserved(device) / 1e9, 3),
             "retries": s.get("num_alloc_retries", 0), "ooms": s.get("num_ooms", 0)}
+
+
+def pools(device) -> dict:
+    """The allocator's segments by memory pool, GB reserved / allocated: "default", and each CUDA graph's
+    private pool by its id (a replayed decode's working memory, kept for the graph's life)."""
+    by_pool: dict[str, list[float]] = {}
+    for seg in torch.cuda.memory_snapshot():
+        if seg.get("device") != device.index:
+            continue
+        pool = tuple(seg.get("segment_pool_id", (0, 0)))
+        key = "default" if pool == (0, 0) else f"graph {pool}"
+        got = by_pool.setdefault(key, [0.0, 0.0])
+        got[0] += seg["total_size"] / 1e9
+        got[1] += seg["allocated_size"] / 1e9
+    return {k: [round(v[0], 3), round(v[1], 3)] for k, v in by_pool.items()}
 
 
 def rank_main(rank, world, store, shape, candidate, log_path, cpu=False):
@@ -70,6 +86,8 @@ def rank_main(rank, world, store, shape, candidate, log_path, cpu=False):
                 torch.cuda.synchronize(device)
             del video
             note(f"after call {i + 1}")
+            if i == 0 and not cpu:
+                log.write(json.dumps({"pools_after_call_1": pools(device)}) + "\n")
         log.write(json.dumps({"passed": True}) + "\n")
     except BaseException as e:  # noqa: BLE001
         log.write(json.dumps({"failed_at": step, "error": f"{type(e).__name__}: {str(e)[:400]}",
@@ -79,6 +97,27 @@ def rank_main(rank, world, store, shape, candidate, log_path, cpu=False):
     os._exit(0)
 
 
+@contextlib.contextmanager
+def settled_ballast(gb: float):
+    """The harness's Ballast, taken again until each GPU has gb GB free once it is held: memory the ranks of a
+    run before (killed while waiting on a failed peer) were still letting go of would be the next run's too
+    (session 28: 25.12 GB free instead of 24 on one GPU)."""
+    from harness.measure.ballast import Ballast
+    for attempt in range(6):
+        ballast = Ballast(2, gb).take()
+        time.sleep(2)
+        free = [torch.cuda.mem_get_info(i)[0] / 1e9 for i in range(2)]
+        if all(abs(f - gb) < 0.1 for f in free):
+            break
+        print(f"ballast off the mark ({[round(f, 2) for f in free]} GB free): taken again")
+        ballast.release()
+        time.sleep(5)
+    try:
+        yield ballast
+    finally:
+        ballast.release()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--candidate", type=Path, action="append", required=True)
@@ -86,7 +125,6 @@ def main():
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--cpu", action="store_true", help="a smoke test: tiny, gloo, no ballast")
     a = p.parse_args()
-    from harness.measure.ballast import Ballast
     a.out.mkdir(parents=True, exist_ok=True)
     shape = [1, 48, 3, 2, 4] if a.cpu else [1, 48, 31, 44, 80]
     for cand in a.candidate:
@@ -97,7 +135,7 @@ def main():
         (a.out / "nccl").mkdir(exist_ok=True)
         os.environ["NCCL_DEBUG_FILE"] = str(a.out / "nccl" / f"{name}.%h.%p.log")
         t0 = time.perf_counter()
-        with (contextlib.nullcontext() if a.cpu else Ballast(2, a.memory_gb)):
+        with (contextlib.nullcontext() if a.cpu else settled_ballast(a.memory_gb)):
             free = [] if a.cpu else [round(torch.cuda.mem_get_info(i)[0] / 1e9, 2) for i in range(2)]
             ctx = mp.get_context("spawn")
             procs = [ctx.Process(target=rank_main, args=(r, 2, str(run_dir / "store"), shape, str(cand),
@@ -110,6 +148,13 @@ def main():
                 if pr.is_alive():
                     pr.kill()
         print(f"== {cand.name} ({time.perf_counter() - t0:.0f} s; free under the ballast {free} GB)")
+        # NCCL's lines about memory, all ranks in one file (a device call brings back only so many files).
+        lines = []
+        for f in sorted((a.out / "nccl").glob(f"{name}.*.log")):
+            lines += [f"{f.stem}: {x}" for x in f.read_text(errors="replace").splitlines()
+                      if any(k in x.lower() for k in ("alloc", "cumem", "register", "memory"))]
+            f.unlink()
+        (a.out / f"{name}.nccl.txt").write_text("\n".join(lines[:2000]) + "\n")
         for r in range(2):
             f = a.out / f"{name}.log.{r}"
             for line in (f.read_text().splitlines() if f.exists() else ["(no log)"]):
