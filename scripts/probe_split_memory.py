@@ -28,6 +28,10 @@ target.use("wan-vae")
 from harness import _common  # noqa: E402
 
 
+PEER_WAIT_S = 60
+RUN_CAP_S = 400
+
+
 def mem(device) -> dict:
     if device.type != "cuda":
         return {}
@@ -78,6 +82,7 @@ def rank_main(rank, world, store, shape, candidate, log_path, cpu=False):
         optimize = load_source(Path(candidate), name="optimize_split")
         decode, info = build_split_decoder(optimize.build_decoder, vae, z, namespace=vars(optimize))
         note("after build")
+        log.write(json.dumps({"winograd_u": info.get("winograd_u")}) + "\n")
         for i in range(3):
             step = f"call {i + 1}"
             dist.barrier()
@@ -98,13 +103,18 @@ def rank_main(rank, world, store, shape, candidate, log_path, cpu=False):
 
 
 @contextlib.contextmanager
-def settled_ballast(gb: float):
+def settled_ballast(gb: float, attempts: int = 6):
     """The harness's Ballast, taken again until each GPU has gb GB free once it is held: memory the ranks of a
     run before (killed while waiting on a failed peer) were still letting go of would be the next run's too
-    (session 28: 25.12 GB free instead of 24 on one GPU)."""
-    from harness.measure.ballast import Ballast
-    for attempt in range(6):
-        ballast = Ballast(2, gb).take()
+    (session 28: 25.12 GB free instead of 24 on one GPU). Never runs a candidate without the limit."""
+    from harness.measure.ballast import Ballast, NotEnoughMemory
+    for _ in range(attempts):
+        try:
+            ballast = Ballast(2, gb).take()
+        except NotEnoughMemory as e:  # a context still let go of, or memory still freed: wait, then again
+            print(f"ballast not taken ({e}): again")
+            time.sleep(5)
+            continue
         time.sleep(2)
         free = [torch.cuda.mem_get_info(i)[0] / 1e9 for i in range(2)]
         if all(abs(f - gb) < 0.1 for f in free):
@@ -112,6 +122,8 @@ def settled_ballast(gb: float):
         print(f"ballast off the mark ({[round(f, 2) for f in free]} GB free): taken again")
         ballast.release()
         time.sleep(5)
+    else:
+        raise SystemExit(f"probe_split_memory: no ballast leaving {gb:g} GB on each GPU after {attempts} attempts")
     try:
         yield ballast
     finally:
@@ -127,8 +139,8 @@ def main():
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     shape = [1, 48, 3, 2, 4] if a.cpu else [1, 48, 31, 44, 80]
-    for cand in a.candidate:
-        name = cand.stem[:12]
+    for k, cand in enumerate(a.candidate):
+        name = f"{k}-{cand.stem[:12]}"  # two files of one name (optimize.py from two folders) log apart
         run_dir = Path(tempfile.mkdtemp())
         os.environ["NCCL_DEBUG"] = "INFO"
         os.environ["NCCL_DEBUG_SUBSYS"] = "INIT,ALLOC,REG"
@@ -142,9 +154,13 @@ def main():
                                                           str(a.out / f"{name}.log"), a.cpu)) for r in range(2)]
             for pr in procs:
                 pr.start()
-            deadline = time.monotonic() + 110  # a rank left waiting on a failed peer's collective
+            # Once one rank has ended, the other gets PEER_WAIT_S: a rank whose peer failed waits in a
+            # collective that never completes. A cold build and its calls take as long as they take (RUN_CAP_S).
+            started = time.monotonic()
+            while all(pr.is_alive() for pr in procs) and time.monotonic() - started < RUN_CAP_S:
+                time.sleep(1)
             for pr in procs:
-                pr.join(timeout=max(1.0, deadline - time.monotonic()))
+                pr.join(timeout=PEER_WAIT_S)
                 if pr.is_alive():
                     pr.kill()
         print(f"== {cand.name} ({time.perf_counter() - t0:.0f} s; free under the ballast {free} GB)")
