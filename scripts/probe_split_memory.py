@@ -16,7 +16,14 @@ ballast).
 """
 from __future__ import annotations
 
-import argparse, contextlib, json, os, sys, tempfile, time, traceback
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -68,8 +75,14 @@ def rank_main(rank, world, store, shape, candidate, log_path, cpu=False):
         torch.cuda.set_device(device)
     log = open(f"{log_path}.{rank}", "w")
     step = "init"
-    def note(what):
-        log.write(json.dumps({"t": round(time.perf_counter(), 2), "step": what, **mem(device)}) + "\n"); log.flush()
+
+    def write(**fields) -> None:  # one JSON line of this rank's log
+        log.write(json.dumps(fields) + "\n")
+        log.flush()
+
+    def note(what: str) -> None:
+        write(t=round(time.perf_counter(), 2), step=what, **mem(device))
+
     try:
         dist.init_process_group("gloo" if cpu else "nccl", init_method=f"file://{store}", rank=rank,
                                 world_size=world, **({} if cpu else {"device_id": device}))
@@ -82,7 +95,7 @@ def rank_main(rank, world, store, shape, candidate, log_path, cpu=False):
         optimize = load_source(Path(candidate), name="optimize_split")
         decode, info = build_split_decoder(optimize.build_decoder, vae, z, namespace=vars(optimize))
         note("after build")
-        log.write(json.dumps({"winograd_u": info.get("winograd_u")}) + "\n")
+        write(winograd_u=info.get("winograd_u"))
         for i in range(3):
             step = f"call {i + 1}"
             dist.barrier()
@@ -92,12 +105,11 @@ def rank_main(rank, world, store, shape, candidate, log_path, cpu=False):
             del video
             note(f"after call {i + 1}")
             if i == 0 and not cpu:
-                log.write(json.dumps({"pools_after_call_1": pools(device)}) + "\n")
-        log.write(json.dumps({"passed": True}) + "\n")
+                write(pools_after_call_1=pools(device))
+        write(passed=True)
     except BaseException as e:  # noqa: BLE001
-        log.write(json.dumps({"failed_at": step, "error": f"{type(e).__name__}: {str(e)[:400]}",
-                              "where": traceback.format_exc()[-2500:], **mem(device)}) + "\n")
-    log.flush()
+        write(failed_at=step, error=f"{type(e).__name__}: {str(e)[:400]}", where=traceback.format_exc()[-2500:],
+              **mem(device))
     sys.stdout.flush()
     os._exit(0)
 
