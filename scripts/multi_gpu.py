@@ -12,7 +12,10 @@ the frozen model's fp32 decode (PyTorch defaults), over the whole video and over
 (or rows) within 16 pixels of each slab border. --per-call: each timed call's seconds, and for
 each rank when its decode returned (its launches queued, before the wait for its GPU) and the CPU
 seconds its launching thread had spent by then: a rank that returns only at the call's end with
-its thread busy throughout is bound by its kernel launches, not by its GPU or the exchange. --slab-alone also times one rank's slab decoded
+its thread busy throughout is bound by its kernel launches, not by its GPU or the exchange; and the
+seconds the interpreter's garbage collector ran during the call, with the oldest generation it
+collected (a rank that collects stalls its peers at the next exchange). --freeze-gc: gc.freeze()
+on every rank after the first call, so the collector no longer walks what the build made. --slab-alone also times one rank's slab decoded
 alone on one GPU (no exchange, no gather): the compute a rank does, so the rest is the split's
 overhead. --profile DIR: one more call under torch.profiler on every rank, its top kernels (GPU
 time: compute against NCCL) written to DIR/profile_{candidate}_n{N}_rank{R}.txt.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import gc
 import os
 import statistics
 import sys
@@ -62,8 +66,29 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class GcClock:
+    """The garbage collector's running time in this process, from gc.callbacks: seconds so far, and
+    the oldest generation collected since the last `take`."""
+
+    def __init__(self) -> None:
+        self.seconds, self.oldest, self._start = 0.0, -1, 0.0
+        gc.callbacks.append(self._on)
+
+    def _on(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._start
+            self.oldest = max(self.oldest, info["generation"])
+
+    def take(self) -> tuple[float, int]:
+        """(seconds so far, the oldest generation since the last take; -1: none ran)."""
+        oldest, self.oldest = self.oldest, -1
+        return self.seconds, oldest
+
+
 def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int], runs: int, out: str,
-              candidate: str, profile_dir: str | None = None) -> None:
+              candidate: str, profile_dir: str | None = None, freeze_gc: bool = False) -> None:
     """One rank: build, first call, timed calls; rank 0 saves the video and the figures to `out`."""
     from integrations.split_decode import build_split_decoder
     from harness.target.loader import load_source
@@ -85,15 +110,23 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
     decode, info = build_split_decoder(optimize.build_decoder, vae, z, namespace=vars(optimize))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times, launches = [], []  # launches: (seconds to the decode's return, its thread's CPU seconds by then)
-    for _ in range(1 + runs):
+    collector = GcClock()
+    # launches: (seconds to the decode's return, its thread's CPU seconds by then, the collector's
+    # seconds within the call, the oldest generation it collected or -1)
+    times, launches = [], []
+    for call in range(1 + runs):
+        if call == 1 and freeze_gc:
+            gc.freeze()
         dist.barrier()
         sync(device)
+        gc_before, _ = collector.take()
         start, cpu = time.perf_counter(), time.thread_time()
         video = decode(z if rank == 0 else None)
-        launches.append((time.perf_counter() - start, time.thread_time() - cpu))
+        returned, cpu = time.perf_counter() - start, time.thread_time() - cpu
         sync(device)
         times.append(time.perf_counter() - start)
+        gc_after, oldest = collector.take()
+        launches.append((returned, cpu, gc_after - gc_before, oldest))
         dist.barrier()
     memory = memory_gb(device)
     if profile_dir:
@@ -142,11 +175,11 @@ def memory_gb(device: torch.device) -> tuple[float, float, float] | None:
 
 
 def run(world: int, backend: str, shape: list[int], runs: int, folder: Path, candidate: Path,
-        profile_dir: Path | None = None) -> dict:
+        profile_dir: Path | None = None, freeze_gc: bool = False) -> dict:
     run_dir = Path(tempfile.mkdtemp(dir=folder))  # a fresh rendezvous file for each run
     out, store = run_dir / "out.pt", run_dir / "store"
     mp.spawn(rank_main, args=(world, str(store), backend, shape, runs, str(out), str(candidate),
-                              str(profile_dir) if profile_dir else None),
+                              str(profile_dir) if profile_dir else None, freeze_gc),
              nprocs=world, join=True)
     return torch.load(out)
 
@@ -180,13 +213,16 @@ def memory_table(results: dict[int, dict]) -> list[str]:
 
 def per_call_table(results: dict[int, dict]) -> list[str]:
     """Each timed call of each count: its seconds (rank 0's clock), then for each rank the seconds
-    at which its decode returned / its launching thread's CPU seconds by then."""
+    at which its decode returned / its launching thread's CPU seconds by then / the garbage
+    collector's milliseconds within the call (gen: the oldest generation it collected)."""
     lines = []
     for n, r in results.items():
-        lines += ["", f"Timed calls on {n} GPU(s): seconds; each rank's decode returned at / its thread's CPU by then", "",
+        lines += ["", f"Timed calls on {n} GPU(s): seconds; each rank's decode returned at / its thread's CPU by then / "
+                  "the garbage collector's ms in the call (the oldest generation)", "",
                   "| call | seconds | " + " | ".join(f"rank {k}" for k in range(n)) + " |", "|---:|---:|" + "---:|" * n]
         for i, t in enumerate(r["times_s"]):
-            ranks = " | ".join(f"{rank[i][0]:.3f} / {rank[i][1]:.3f}" for rank in r["launches"])
+            ranks = " | ".join(f"{returned:.3f} / {cpu:.3f} / {1e3 * gc_s:.1f} ms" + (f" (gen {oldest})" if oldest >= 0 else "")
+                               for returned, cpu, gc_s, oldest in (rank[i] for rank in r["launches"]))
             lines.append(f"| {i + 1} | {t:.3f} | {ranks} |")
     return lines
 
@@ -220,6 +256,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--slab-alone", action="store_true", help="also time one slab alone on one GPU")
     p.add_argument("--per-call", action="store_true", help="each timed call, with when each rank's launches were queued")
+    p.add_argument("--freeze-gc", action="store_true", help="gc.freeze() on every rank after the first call")
     p.add_argument("--profile", type=Path, metavar="DIR", help="profile one more call of each count into DIR")
     p.add_argument("--candidate", type=Path, action="append",
                    help="the file measured (default: optimize.py); given more than once, each in turn on the same GPUs")
@@ -238,7 +275,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         measured = {}  # candidate -> (results by count, one slab alone by count)
         for candidate in candidates:
-            results = {n: run(n, a.backend, shape, a.runs, Path(tmp), candidate, a.profile) for n in counts}
+            results = {n: run(n, a.backend, shape, a.runs, Path(tmp), candidate, a.profile, a.freeze_gc) for n in counts}
             alone = {}
             for n in counts[1:] if a.slab_alone else []:
                 axis, sizes = choose_split(shape[-2], shape[-1], n)
@@ -255,7 +292,8 @@ def main() -> int:
     lines = []
     for candidate, (results, alone) in measured.items():
         heading = f"# {candidate.name} split across GPUs ({where}; preset {a.preset}, latent {shape}, " \
-                  f"{adapter.weights_kind()} weights; {a.runs} timed calls after the first)"
+                  f"{adapter.weights_kind()} weights; {a.runs} timed calls after the first" \
+                  f"{'; gc.freeze() after it' if a.freeze_gc else ''})"
         lines += [heading, ""] + candidate_table(results, alone, reference, first_one, candidates[0])
         lines += memory_table(results)
         if a.per_call:
