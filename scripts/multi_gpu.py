@@ -14,10 +14,10 @@ each rank when its decode returned (its launches queued, before the wait for its
 seconds its launching thread had spent by then: a rank that returns only at the call's end with
 its thread busy throughout is bound by its kernel launches, not by its GPU or the exchange; and the
 seconds the interpreter's garbage collector ran during the call, with the oldest generation it
-collected (a rank that collects stalls its peers at the next exchange). --freeze-gc: gc.freeze()
-on every rank after the first call, so the collector no longer walks what the build made. --slab-alone also times one rank's slab decoded
-alone on one GPU (no exchange, no gather): the compute a rank does, so the rest is the split's
-overhead. --profile DIR: one more call under torch.profiler on every rank, its top kernels (GPU
+collected (a collection on one rank would stall its peers at the next exchange). --freeze-gc:
+gc.freeze() on every rank after the first call, so the collector no longer walks what the build
+and that call made. --slab-alone also times one rank's slab decoded alone on one GPU (no exchange,
+no gather): the compute a rank does, so the rest is the split's overhead. --profile DIR: one more call under torch.profiler on every rank, its top kernels (GPU
 time: compute against NCCL) written to DIR/profile_{candidate}_n{N}_rank{R}.txt.
 
     python scripts/multi_gpu.py --gpus 1,2 --out profiles/multi_gpu_h200.md
@@ -255,7 +255,7 @@ def main() -> int:
     p.add_argument("--backend", default="nccl", choices=("nccl", "gloo"))
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--slab-alone", action="store_true", help="also time one slab alone on one GPU")
-    p.add_argument("--per-call", action="store_true", help="each timed call, with when each rank's launches were queued")
+    p.add_argument("--per-call", action="store_true", help="each timed call, with when each rank's launches were queued and its collector's ms")
     p.add_argument("--freeze-gc", action="store_true", help="gc.freeze() on every rank after the first call")
     p.add_argument("--profile", type=Path, metavar="DIR", help="profile one more call of each count into DIR")
     p.add_argument("--candidate", type=Path, action="append",
@@ -281,7 +281,7 @@ def main() -> int:
                 axis, sizes = choose_split(shape[-2], shape[-1], n)
                 slab = list(shape)
                 slab[axis] = max(sizes)
-                alone[n] = run(1, a.backend, slab, a.runs, Path(tmp), candidate)["median_s"]
+                alone[n] = run(1, a.backend, slab, a.runs, Path(tmp), candidate, freeze_gc=a.freeze_gc)["median_s"]
             measured[candidate] = results, alone
     device = device_of(0, a.backend)
     with torch.no_grad():
