@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -186,13 +187,20 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     p = subprocess.Popen([*tool("harness.cli.run_experiment", ws), "--desc", "x"], cwd=ws, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    lock = ws / "runs" / "device_0.lock"
-    deadline = time.monotonic() + 120
-    while not (lock.is_file() and lock.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(3)  # inside the measurement: the baseline's worker is running
+    # Inside the measurement: both workers up (the baseline's is running) and the candidate's build,
+    # which sleeps, begun; its phase line on stderr says so (read unbuffered from the descriptor, so
+    # that communicate() below gets the rest). It was a fixed 3 s after the device lock: ~1 s later.
+    begun, deadline = b"", time.monotonic() + 120
+    while b"building and warming up the candidate" not in begun and time.monotonic() < deadline:
+        if select.select([p.stderr], [], [], 1)[0]:
+            chunk = os.read(p.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            begun += chunk
+    time.sleep(0.5)  # its build request on its way
     os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the whole foreground group
     out, err = p.communicate(timeout=60)
+    err = begun.decode() + err
     assert p.returncode == 130, out + err
     said = [ln for ln in err.strip().splitlines() if not re.match(r"\[ *[\d.]+ s\] ", ln)]  # less the phase lines
     assert said == ["run_experiment: interrupted (Ctrl-C); nothing recorded for the experiment "

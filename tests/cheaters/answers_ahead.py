@@ -41,9 +41,12 @@ def build_decoder(model, example):
 
     chan.send = quiet_send
     answered: dict[str, torch.Tensor] = {}
+    # The buffer as build leaves it, copied here: copied first thing in the thread, it was at times
+    # copied after the harness wrote the first call's input, and that call went unseen (forward's 10 s).
+    first = inp.clone()
 
     def watch() -> None:
-        last = inp.clone()
+        last = first
         while True:
             if torch.equal(inp, last):
                 time.sleep(0.0001)
