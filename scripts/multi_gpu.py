@@ -17,8 +17,9 @@ seconds the interpreter's garbage collector ran during the call, with the oldest
 collected (a collection on one rank would stall its peers at the next exchange). --freeze-gc:
 gc.freeze() on every rank after the first call, so the collector no longer walks what the build
 and that call made. --slab-alone also times one rank's slab decoded alone on one GPU (no exchange,
-no gather): the compute a rank does, so the rest is the split's overhead. --profile DIR: one more call under torch.profiler on every rank, its top kernels (GPU
-time: compute against NCCL) written to DIR/profile_{candidate}_n{N}_rank{R}.txt.
+no gather): the compute a rank does, so the rest is the split's overhead. --profile DIR: one more
+call under torch.profiler on every rank, its top kernels (GPU time: compute against NCCL) written
+to DIR/profile_{candidate}_n{N}_rank{R}.txt.
 
     python scripts/multi_gpu.py --gpus 1,2 --out profiles/multi_gpu_h200.md
     python scripts/multi_gpu.py --gpus 1,2 --backend gloo --preset tiny    # the same steps on CPU
@@ -111,9 +112,9 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     collector = GcClock()
-    # launches: (seconds to the decode's return, its thread's CPU seconds by then, the collector's
-    # seconds within the call, the oldest generation it collected or -1)
-    times, launches = [], []
+    # per_call: (seconds to the decode's return, its thread's CPU seconds by then, the collector's
+    # seconds within the call, the oldest generation it collected or -1); plain tuples, which torch.load reads
+    times, per_call = [], []
     for call in range(1 + runs):
         if call == 1 and freeze_gc:
             gc.freeze()
@@ -126,18 +127,18 @@ def rank_main(rank: int, world: int, store: str, backend: str, shape: list[int],
         sync(device)
         times.append(time.perf_counter() - start)
         gc_after, oldest = collector.take()
-        launches.append((returned, cpu, gc_after - gc_before, oldest))
+        per_call.append((returned, cpu, gc_after - gc_before, oldest))
         dist.barrier()
     memory = memory_gb(device)
     if profile_dir:
         profile_call(decode, z if rank == 0 else None, device,
                      Path(profile_dir) / f"profile_{Path(candidate).stem}_n{world}_rank{rank}.txt")
-    every_launches, memories = [None] * world, [None] * world
+    every_per_call, memories = [None] * world, [None] * world
     dist.all_gather_object(memories, memory)
-    dist.all_gather_object(every_launches, launches[1:])
+    dist.all_gather_object(every_per_call, per_call[1:])
     if rank == 0:
         torch.save({"video": video.cpu(), "first_s": times[0], "median_s": statistics.median(times[1:]),
-                    "times_s": times[1:], "launches": every_launches, "memory_gb": memories,
+                    "times_s": times[1:], "per_call": every_per_call, "memory_gb": memories,
                     "peaks_gb": [m[0] if m else float("nan") for m in memories],
                     "split": info.get("split")}, out)
     dist.barrier()
@@ -222,7 +223,7 @@ def per_call_table(results: dict[int, dict]) -> list[str]:
                   "| call | seconds | " + " | ".join(f"rank {k}" for k in range(n)) + " |", "|---:|---:|" + "---:|" * n]
         for i, t in enumerate(r["times_s"]):
             ranks = " | ".join(f"{returned:.3f} / {cpu:.3f} / {1e3 * gc_s:.1f} ms" + (f" (gen {oldest})" if oldest >= 0 else "")
-                               for returned, cpu, gc_s, oldest in (rank[i] for rank in r["launches"]))
+                               for returned, cpu, gc_s, oldest in (rank[i] for rank in r["per_call"]))
             lines.append(f"| {i + 1} | {t:.3f} | {ranks} |")
     return lines
 
