@@ -11,7 +11,9 @@ take the CPU or the GPU's queue from its rival. A worker the kernel cannot freez
 fails. What freezing cannot hide: a frozen worker's clock jumps by the rival's call when it wakes,
 so it can learn its rival's call durations (the row's sandbox label says so). Work a worker queued on the GPU before saying "done" could still run
 into the rival's call: before each call the harness waits until NVML reads the GPU idle, and a
-worker that leaves it busy fails (harness/measure/busy.py wait_idle). Every call is the same call as in a
+worker that leaves it busy fails (harness/measure/busy.py wait_idle). The harness waits so before
+every timed call, a member's second call in a row too: a GPU at its power cap runs a call faster
+after an idle moment (busy.py, "Why every call waits"), so every call must start from the same one. Every call is the same call as in a
 measurement alone: a fresh input, checked. (Unsandboxed, a person's choice, a process the worker
 double-forked is adopted by the harness and is not stopped with it; in the sandbox it stays in the
 worker's PID namespace, below the worker.)
@@ -86,8 +88,8 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
             if facts[s]["status"] != "measured":
                 continue
             _only(s, both, facts)
-            if last is not s and not busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks) \
-                    and facts[last]["status"] == "measured":
+            # Before every timed call, after its rival's or its own: the same idle wait (busy.py, why).
+            if not busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks) and facts[last]["status"] == "measured":
                 last.fail(facts[last], "gate_fail", f"the GPU was still busy {s.timeouts['call_s']:.0f} s after its "
                           "call had returned: work left running after 'done'")
                 if last is candidate and not keeper_in_full:

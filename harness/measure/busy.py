@@ -7,6 +7,15 @@ period in which a kernel ran: no process can write the figure, though any can ke
 running to raise it) on a thread while the timed calls run (harness/measure/nvml.py), and keeps the
 readings whose whole period lies inside a call.
 On a CPU, or where NVML does not answer, there is no figure (None), and the stop rule says so.
+
+Why every call waits (wait_idle, before each timed call: harness/measure/alternate.py, and
+Measuring.rested for a worker alone). A GPU held at its power cap runs a call faster after an idle
+moment than straight after another call. Measured on 2 H200s (session 30, the 2-GPU split at 700 W,
+clocks 1.5-1.7 GHz under the cap; profiles/power_idle_h200x2_s30.md): when the harness waited for
+idle only between the two members' calls, a member's second call in a row ran 25-30 ms (3%) longer
+on the GPU of both ranks, every time, and only then; alone, every call did. One such call in a pair
+widened the keep rule's interval past any 2-3% gain. So every timed call now starts from the same
+state: its GPUs idle over a whole sample period.
 """
 
 from __future__ import annotations

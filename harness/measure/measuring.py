@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import hashing, machine, replies
 from harness.target import assets
+from harness.measure import busy
 from harness.measure.busy import BusySampler
 from harness.measure.worker_process import Failed
 
@@ -36,9 +37,22 @@ class Measuring:
         Never raises for the candidate's failures: they come back as facts["status"] and
         facts["reason"]. harness/measure/alternate.py runs the same three steps for two sessions at once."""
         facts = self.begin(want_frame, calls)
-        while self.timed_call(facts):
+        while self.rested(facts) and self.timed_call(facts):
             pass
         return self.finish(facts)
+
+    def rested(self, facts: dict[str, Any]) -> bool:
+        """Wait, before a timed call, until this worker's GPUs have read idle over a whole NVML sample
+        period, as harness/measure/alternate.py waits before each of a pair's calls (busy.py: a GPU
+        at its power cap runs a call faster after an idle moment). False when no call is left or the
+        worker has failed: here, when its own work keeps a GPU busy for a call's timeout after its call."""
+        if facts["status"] != "measured" or not self._todo:
+            return False
+        if busy.wait_idle(self.device, self.timeouts["call_s"], self.ranks):
+            return True
+        self.fail(facts, "gate_fail", f"the GPU was still busy {self.timeouts['call_s']:.0f} s after its call had "
+                  "returned: work left running after 'done'")
+        return False
 
     def begin(self, want_frame: bool = False, calls: int | None = None, runs: int | None = None) -> dict[str, Any]:
         """The boundary's calibration, the build and the warm-up calls; the timed calls are planned."""
