@@ -26,8 +26,8 @@ This version: a re-implementation of the streaming decode for speed, same semant
   Twelve output channels leave cuDNN's conv3d tiles mostly idle (115 TFLOP/s); the 2D form took
   2.3 ms instead of 5.2 ms a pass in the conv probe.
 - Nearest 2x upsample followed by a 3x3 conv is computed as four 2x2 convs on the small image
-  (one conv with 4x the output channels), 2.25x fewer FLOPs; the pixel shuffle, bias and the
-  duplicating-up shortcut are one fused kernel.
+  (one conv with 4x the output channels), 2.25x fewer FLOPs, as Winograd F(7x7, 2x2) where wide;
+  the pixel shuffle, bias and the duplicating-up shortcut are one fused kernel.
 - The residual blocks' 3x3x3 convs (256 or more channels: all of them) as Winograd F(6x6, 3x3):
   Triton transforms around fp16 cuBLAS GEMMs, 5.1x fewer multiply-adds (see below). The 1024-channel
   convs' transformed weights are made at each call (6.4 GB not kept); past the first pass, a conv
@@ -112,15 +112,26 @@ def dup_up(x: Tensor, out_channels: int, factor_t: int, first_chunk: bool) -> Te
     return y[:, :, factor_t - 1:] if first_chunk else y
 
 
+PHASES = ((0, 0), (0, 1), (1, 0), (1, 1))  # (p, q): the 2x image's pixels (2 i + p, 2 j + q)
+
+
+def phases_on_grid(o: Tensor) -> Tensor:
+    """The phase convs' outputs [N, 4 C, T, h + 1, w + 1] (F.conv3d, padding 1) -> [N, 4 C, T, h, w]:
+    phase (p, q) shifted by (p, q), so that the 2x image's pixel (2 i + p, 2 j + q) is phase (p, q)'s
+    (i, j). On this grid the upsampling's conv pads "same" (each output row reads input rows i - 1 ..
+    i + 1), which is what lets a split decode take it as a same-padded conv (winograd_conv)."""
+    h, w, c = o.shape[-2] - 1, o.shape[-1] - 1, o.shape[1] // 4
+    return torch.cat([o[:, k * c:(k + 1) * c, :, p:p + h, q:q + w] for k, (p, q) in enumerate(PHASES)],
+                     1).contiguous(memory_format=CL)
+
+
 def subpixel_merge_torch(o: Tensor, bias: Tensor, src: Tensor, factor_t: int, first_chunk: bool,
                          out: Tensor) -> None:
-    """out = the four phase outputs of the 2x2 convs interleaved into the 2x image + bias +
-    dup_up(src)."""
-    n, c4, t, h1, w1 = o.shape
-    c, h, w = c4 // 4, h1 - 1, w1 - 1
-    o = o.float().view(n, 2, 2, c, t, h1, w1)
-    rows = [torch.stack([o[:, p, q, :, :, p:p + h, q:q + w] for q in (0, 1)], dim=-1) for p in (0, 1)]
-    y = torch.stack(rows, dim=4).reshape(n, c, t, 2 * h, 2 * w)  # n c t h 2(p) w 2(q)
+    """out = the four phase outputs (on the small image's grid: phases_on_grid) interleaved into the
+    2x image + bias + dup_up(src)."""
+    n, c4, t, h, w = o.shape
+    c = c4 // 4
+    y = o.float().view(n, 2, 2, c, t, h, w).permute(0, 3, 4, 5, 1, 6, 2).reshape(n, c, t, 2 * h, 2 * w)
     out.copy_(y + bias.view(1, -1, 1, 1, 1) + dup_up(src.float(), c, factor_t, first_chunk))
 
 
@@ -186,7 +197,7 @@ if triton is not None:
         yy = (r // (2 * W)) % (2 * H)
         t = r // (4 * H * W)
         i, p, j, q = yy // 2, yy % 2, xx // 2, xx % 2
-        o_row = (t * (H + 1) + i + p) * (W + 1) + j + q
+        o_row = (t * H + i) * W + j  # the phases on the small image's grid (_output_transform7)
         y = tl.load(o_ptr + o_row[:, None] * (4 * C) + ((2 * p + q) * C)[:, None] + c[None, :],
                     mask=mask, other=0.0).to(tl.float32)
         y += tl.load(bias_ptr + c)[None, :]
@@ -353,10 +364,13 @@ if triton is not None:
 
 
     @triton.jit
-    def _store_px(out_ptrs, y, i: tl.constexpr, j: tl.constexpr, tx, W, inv_scale, row_ok, CO, SIDE: tl.constexpr = 6):
-        # Pixel (i, j) of each output tile (SIDE x SIDE); out_ptrs: its pixel (0, 0). Where H or W is not
-        # a multiple of SIDE, the last tiles stick out: row_ok (pixel row i inside the image) and the column's test.
-        ok = row_ok & (SIDE * tx + j < W)[:, None]
+    def _store_px(out_ptrs, y, i: tl.constexpr, j: tl.constexpr, x0, W, inv_scale, row_ok, CO, LEFT: tl.constexpr = False):
+        # Pixel (i, j) of each output tile, whose pixel (0, 0) is at out_ptrs, column x0. Where H or W is not
+        # a multiple of the tile's side, the last tiles stick out: row_ok (pixel row i inside the image) and
+        # the column's test; LEFT: tiles may start left of the image too (the phases shifted onto the grid).
+        ok = row_ok & (x0 + j < W)[:, None]
+        if LEFT:
+            ok = ok & (x0 + j >= 0)[:, None]
         tl.store(out_ptrs + (i * W + j) * CO, (y * inv_scale).to(out_ptrs.dtype.element_ty), mask=ok)
 
 
@@ -365,12 +379,13 @@ if triton is not None:
         # Output row i of each tile: A^T along the columns of row i of (A^T M).
         y0, y1, y2, y3, y4, y5 = _at(s0, s1, s2, s3, s4, s5, s6, s7)
         row_ok = mask & (6 * ty + i < H)[:, None]
-        _store_px(out_ptrs, y0, i, 0, tx, W, inv_scale, row_ok, CO)
-        _store_px(out_ptrs, y1, i, 1, tx, W, inv_scale, row_ok, CO)
-        _store_px(out_ptrs, y2, i, 2, tx, W, inv_scale, row_ok, CO)
-        _store_px(out_ptrs, y3, i, 3, tx, W, inv_scale, row_ok, CO)
-        _store_px(out_ptrs, y4, i, 4, tx, W, inv_scale, row_ok, CO)
-        _store_px(out_ptrs, y5, i, 5, tx, W, inv_scale, row_ok, CO)
+        x0 = 6 * tx
+        _store_px(out_ptrs, y0, i, 0, x0, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y1, i, 1, x0, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y2, i, 2, x0, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y3, i, 3, x0, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y4, i, 4, x0, W, inv_scale, row_ok, CO)
+        _store_px(out_ptrs, y5, i, 5, x0, W, inv_scale, row_ok, CO)
 
 
     @triton.jit(do_not_specialize=["tiles_w", "tiles", "rows_total", "H", "W", "inv_scale"])
@@ -420,28 +435,32 @@ if triton is not None:
 
 
     @triton.jit
-    def _store_out_row7(out_ptrs, s0, s1, s2, s3, s4, s5, s6, s7, i: tl.constexpr, ty, tx, H, W, inv_scale, mask, CO):
-        # Output row i of each 7x7 tile: A^T along the columns of row i of (A^T M).
-        y0, y1, y2, y3, y4, y5, y6 = _at7(s0, s1, s2, s3, s4, s5, s6, s7)
-        row_ok = mask & (7 * ty + i < H)[:, None]
-        _store_px(out_ptrs, y0, i, 0, tx, W, inv_scale, row_ok, CO, 7)
-        _store_px(out_ptrs, y1, i, 1, tx, W, inv_scale, row_ok, CO, 7)
-        _store_px(out_ptrs, y2, i, 2, tx, W, inv_scale, row_ok, CO, 7)
-        _store_px(out_ptrs, y3, i, 3, tx, W, inv_scale, row_ok, CO, 7)
-        _store_px(out_ptrs, y4, i, 4, tx, W, inv_scale, row_ok, CO, 7)
-        _store_px(out_ptrs, y5, i, 5, tx, W, inv_scale, row_ok, CO, 7)
-        _store_px(out_ptrs, y6, i, 6, tx, W, inv_scale, row_ok, CO, 7)
+    def _store_out_row7(out_ptrs, s0, s1, s2, s3, s4, s5, s6, s7, i: tl.constexpr, y0, x0, H, W, inv_scale, mask, CO):
+        # Output row i of each 7x7 tile (its pixel (0, 0) at row y0, column x0, either possibly -1): A^T
+        # along the columns of row i of (A^T M).
+        p0, p1, p2, p3, p4, p5, p6 = _at7(s0, s1, s2, s3, s4, s5, s6, s7)
+        row_ok = mask & ((y0 + i >= 0) & (y0 + i < H))[:, None]
+        _store_px(out_ptrs, p0, i, 0, x0, W, inv_scale, row_ok, CO, True)
+        _store_px(out_ptrs, p1, i, 1, x0, W, inv_scale, row_ok, CO, True)
+        _store_px(out_ptrs, p2, i, 2, x0, W, inv_scale, row_ok, CO, True)
+        _store_px(out_ptrs, p3, i, 3, x0, W, inv_scale, row_ok, CO, True)
+        _store_px(out_ptrs, p4, i, 4, x0, W, inv_scale, row_ok, CO, True)
+        _store_px(out_ptrs, p5, i, 5, x0, W, inv_scale, row_ok, CO, True)
+        _store_px(out_ptrs, p6, i, 6, x0, W, inv_scale, row_ok, CO, True)
 
 
-    @triton.jit(do_not_specialize=["tiles_w", "tiles", "H", "W", "inv_scale"])
-    def _output_transform7(m_ptr, out_ptr, tiles_w, tiles, H, W, inv_scale, CO,
+    @triton.jit(do_not_specialize=["tiles_w", "rows_total", "frames", "H", "W", "inv_scale"])
+    def _output_transform7(m_ptr, out_ptr, tiles_w, rows_total, frames, H, W, inv_scale, CO,
                            BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-        # F(7x7, 2x2)'s output transform of one frame: m [64, tiles, CO] (fp16 on CUDA); out [H, W, CO].
+        # F(7x7, 2x2)'s output transform: m [64, tiles x frames, CO] (row r = (tile, frame); fp16 on CUDA)
+        # -> out [frames, H, W, CO], the phases on the input's pixel grid: phase (p, q) (channels
+        # (2 p + q) CO / 4 on) of the (H + 1) x (W + 1) conv output shifted up by p and left by q.
         r = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         cb = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-        mask = (r < tiles)[:, None]
+        phase = (tl.program_id(1) * BLOCK_C) // (CO // 4)  # one phase a program: BLOCK_C divides CO / 4
+        mask = (r < rows_total)[:, None]
         m_ptrs = m_ptr + (r.to(tl.int64) * CO)[:, None] + cb[None, :]
-        e_stride = tiles.to(tl.int64) * CO
+        e_stride = rows_total.to(tl.int64) * CO
         s00, s10, s20, s30, s40, s50, s60 = _at7_col(m_ptrs, 0, e_stride, mask)  # sIJ: output row I, M column J
         s01, s11, s21, s31, s41, s51, s61 = _at7_col(m_ptrs, 1, e_stride, mask)
         s02, s12, s22, s32, s42, s52, s62 = _at7_col(m_ptrs, 2, e_stride, mask)
@@ -450,15 +469,16 @@ if triton is not None:
         s05, s15, s25, s35, s45, s55, s65 = _at7_col(m_ptrs, 5, e_stride, mask)
         s06, s16, s26, s36, s46, s56, s66 = _at7_col(m_ptrs, 6, e_stride, mask)
         s07, s17, s27, s37, s47, s57, s67 = _at7_col(m_ptrs, 7, e_stride, mask)
-        ty, tx = r // tiles_w, r % tiles_w
-        out_ptrs = out_ptr + (((7 * ty) * W + 7 * tx).to(tl.int64) * CO)[:, None] + cb[None, :]
-        _store_out_row7(out_ptrs, s00, s01, s02, s03, s04, s05, s06, s07, 0, ty, tx, H, W, inv_scale, mask, CO)
-        _store_out_row7(out_ptrs, s10, s11, s12, s13, s14, s15, s16, s17, 1, ty, tx, H, W, inv_scale, mask, CO)
-        _store_out_row7(out_ptrs, s20, s21, s22, s23, s24, s25, s26, s27, 2, ty, tx, H, W, inv_scale, mask, CO)
-        _store_out_row7(out_ptrs, s30, s31, s32, s33, s34, s35, s36, s37, 3, ty, tx, H, W, inv_scale, mask, CO)
-        _store_out_row7(out_ptrs, s40, s41, s42, s43, s44, s45, s46, s47, 4, ty, tx, H, W, inv_scale, mask, CO)
-        _store_out_row7(out_ptrs, s50, s51, s52, s53, s54, s55, s56, s57, 5, ty, tx, H, W, inv_scale, mask, CO)
-        _store_out_row7(out_ptrs, s60, s61, s62, s63, s64, s65, s66, s67, 6, ty, tx, H, W, inv_scale, mask, CO)
+        tile, t = r // frames, r % frames
+        y0, x0 = 7 * (tile // tiles_w) - phase // 2, 7 * (tile % tiles_w) - phase % 2
+        out_ptrs = out_ptr + (((t * H + y0) * W + x0).to(tl.int64) * CO)[:, None] + cb[None, :]
+        _store_out_row7(out_ptrs, s00, s01, s02, s03, s04, s05, s06, s07, 0, y0, x0, H, W, inv_scale, mask, CO)
+        _store_out_row7(out_ptrs, s10, s11, s12, s13, s14, s15, s16, s17, 1, y0, x0, H, W, inv_scale, mask, CO)
+        _store_out_row7(out_ptrs, s20, s21, s22, s23, s24, s25, s26, s27, 2, y0, x0, H, W, inv_scale, mask, CO)
+        _store_out_row7(out_ptrs, s30, s31, s32, s33, s34, s35, s36, s37, 3, y0, x0, H, W, inv_scale, mask, CO)
+        _store_out_row7(out_ptrs, s40, s41, s42, s43, s44, s45, s46, s47, 4, y0, x0, H, W, inv_scale, mask, CO)
+        _store_out_row7(out_ptrs, s50, s51, s52, s53, s54, s55, s56, s57, 5, y0, x0, H, W, inv_scale, mask, CO)
+        _store_out_row7(out_ptrs, s60, s61, s62, s63, s64, s65, s66, s67, 6, y0, x0, H, W, inv_scale, mask, CO)
 
 
     @triton.jit
@@ -613,10 +633,9 @@ def residual_sum(conv_out: Tensor, bias: Tensor, skip: Tensor, norm: tuple[Tenso
 
 def subpixel_merge(o: Tensor, bias: Tensor, src: Tensor, factor_t: int, first_chunk: bool,
                    norm: tuple[Tensor, Tensor] | None = None) -> Tensor:
-    n, c4, t, h1, w1 = o.shape
+    n, c4, t, h, w = o.shape
     c = c4 // 4
-    out = torch.empty(n, c, t, 2 * (h1 - 1), 2 * (w1 - 1), device=o.device, dtype=o.dtype,
-                      memory_format=CL)
+    out = torch.empty(n, c, t, 2 * h, 2 * w, device=o.device, dtype=o.dtype, memory_format=CL)
     if _on_torch(o):
         subpixel_merge_torch(o, bias, src, factor_t, first_chunk, out)
         if norm is not None:
@@ -629,7 +648,7 @@ def subpixel_merge(o: Tensor, bias: Tensor, src: Tensor, factor_t: int, first_ch
         blk = _rows_block(c)
         _subpixel_kernel[(triton.cdiv(rows, blk),)](
             o[b], bias, src[b], out[b], norm[0] if norm else bias, norm[1][b] if norm else out[b],
-            rows, h1 - 1, w1 - 1, c_src, c * factor_t * 4 // c_src, factor_t - 1 if first_chunk else 0,
+            rows, h, w, c_src, c * factor_t * 4 // c_src, factor_t - 1 if first_chunk else 0,
             C=c, FT=factor_t, NORM=norm is not None, BLOCK_R=blk, num_warps=4)
     return out
 
@@ -697,46 +716,82 @@ WINOGRAD_GEMM_ROWS = 512
 # U is 7.1x the conv's weights (64 points for 9 taps): 403 MB in fp16 for a 1024-channel conv, 6.4 GB
 # for the sixteen of them. A U larger than this is made from the model's fp32 weights by one
 # kernel at each call (~0.2 ms: 113 MB read, 403 MB written) instead of kept; smaller ones are kept.
-WINOGRAD_KEPT_U_BYTES = 128 << 20
+WINOGRAD_KEPT_U_BYTES = 128 << 20  # (the 512 -> 2048 phase conv's U is exactly this: kept)
 # A latent of at most this many pixels a frame (half the 720p latent's: a rank's slab when the decode is
-# split across 2 GPUs, or any latent as small) leaves room to keep every U (6.4 GB): 2 GPUs 0.932 ->
-# 0.901 s a call, 10.8 -> 17.5 GB a rank (2x H200, session 23). The whole 720p latent keeps only the
-# narrow ones (18.7 GB).
+# split across 2 GPUs, or any latent as small, 480p's) leaves room to keep every U (6.6 GB of wide ones): 2
+# GPUs 0.932 -> 0.901 s a call, 10.8 -> 17.5 GB a rank (2x H200, session 23). The whole 720p latent keeps
+# only the narrow ones (18.7 GB).
 WINOGRAD_ALL_U_MAX_PIXELS = 44 * 80 // 2
+# But a split decode's rank also holds NCCL's buffers, which NCCL allocates outside torch's allocator when
+# it first needs them: a 2-GPU rank keeping every U ended its first call within 0.1-0.3 GB of the full-2gpu
+# preset's 24 GB, and e148's code ran out there, in NCCL (profiles/split_memory_h200x2_s28.md). So a rank
+# of more than a quarter frame keeps a budget of wide U, in the decoder's order: 5e9 bytes is 12 of the
+# sixteen 1024-channel U (4.83 GB), 1.8 GB fewer kept (four of those, the 1024 -> 512 conv's 201 MB), for
+# 5 weight transforms more a pass (~10 ms a call on an H200: 0.20 ms each, e148's profile). A quarter
+# frame (4 GPUs) keeps them all.
+WINOGRAD_SPLIT_RANK_U_BYTES = 5 * 10**9
+WINOGRAD_SPLIT_ALL_U_MAX_PIXELS = 44 * 80 // 4
+
+
+def wide_u_budget(latent_pixels: int, split_rank: bool) -> float:
+    """The bytes of wide U (each over WINOGRAD_KEPT_U_BYTES) a decoder keeps: all, none or a split rank's budget."""
+    if latent_pixels > WINOGRAD_ALL_U_MAX_PIXELS:
+        return 0
+    if split_rank and latent_pixels > WINOGRAD_SPLIT_ALL_U_MAX_PIXELS:
+        return WINOGRAD_SPLIT_RANK_U_BYTES
+    return math.inf
+
+
+def kept_in_order(sizes: list[int], wide_budget: float) -> list[bool]:
+    """Which U of these sizes (bytes, in the decoder's order) are kept: every narrow one, and wide ones while
+    the budget lasts (one that does not fit is made at each call; a later, smaller one may still fit)."""
+    kept = []
+    for size in sizes:
+        keep = size <= WINOGRAD_KEPT_U_BYTES or size <= wide_budget
+        if keep and size > WINOGRAD_KEPT_U_BYTES:
+            wide_budget -= size
+        kept.append(keep)
+    return kept
+
+
 _G = ((1.0, 0.0, 0.0), (-2 / 9, -2 / 9, -2 / 9), (-2 / 9, 2 / 9, -2 / 9), (1 / 90, 1 / 45, 2 / 45),
       (1 / 90, -1 / 45, 2 / 45), (32 / 45, 16 / 45, 8 / 45), (32 / 45, -16 / 45, 8 / 45), (0.0, 0.0, 1.0))
 
 
-def winograd_weight(w: Tensor, dtype: torch.dtype) -> tuple[Tensor, float]:
-    """w [Co, C, 3 (time), 3, 3] -> (U [64, 3 C, Co] with K index = time tap x C + channel, 1 / scale)."""
-    co, c = w.shape[:2]
-    g = torch.tensor(_G, dtype=torch.float64, device=w.device)
-    u = torch.einsum("ai,oktij,bj->abtko", g, w.double(), g).reshape(POINTS, 3 * c, co)
-    scale = 2.0 ** -torch.floor(torch.log2(u.abs().max())).item()  # max |U| into [1, 2)
-    return (u * scale).to(dtype).contiguous(), 1.0 / scale
+def scaled_transform(w: Tensor, g: tuple, spec: str, k: int, top_log2: int, dtype: torch.dtype,
+                     block: int = 256) -> tuple[Tensor, float]:
+    """U [64, k, Co] = einsum(spec, G, w, G) of the weights w [Co, ...] reshaped, its largest entry scaled by
+    a power of two into [2^top_log2, 2^(top_log2 + 1)); (U in dtype, 1 / scale). In float64 `block` output
+    channels at a time (twice: the largest entry, then U), so that a build holds ~0.5 GB of float64 at
+    full width, not a whole U in float64 twice (3.2 GB for a 1024-channel 3x3x3 conv): a split's ranks
+    keep every U, and what a build leaves in the allocator's cache is memory its NCCL cannot have."""
+    gd = torch.tensor(g, dtype=torch.float64, device=w.device)
+    parts = lambda: (torch.einsum(spec, gd, part.double(), gd).reshape(POINTS, k, part.shape[0])  # noqa: E731
+                     for part in w.split(block))
+    largest = max(part.abs().max().item() for part in parts())
+    scale = 2.0 ** (top_log2 - math.floor(math.log2(largest)))
+    u = torch.empty(POINTS, k, w.shape[0], device=w.device, dtype=dtype)
+    for o0, part in zip(range(0, w.shape[0], block), parts()):
+        u[:, :, o0:o0 + part.shape[2]] = part * scale
+    return u, 1.0 / scale
 
 
-class WinogradWeight:
-    """A wide conv's Winograd weights: U kept, or made from its fp32 weight w at each call."""
-
-    def __init__(self, w: Tensor, dtype: torch.dtype, keep_all: bool = False) -> None:
-        u, self.inv_scale = winograd_weight(w, dtype)
-        self.kept = u if keep_all or u.numel() * u.element_size() <= WINOGRAD_KEPT_U_BYTES else None
-        self.w, self.dtype = w.float().contiguous(), dtype  # the model's own tensor when it is fp32 already
-
-    def u(self) -> Tensor:
-        if self.kept is not None:
-            return self.kept
-        co, c = self.w.shape[:2]
-        u = torch.empty(POINTS, 3 * c, co, device=self.w.device, dtype=self.dtype)
-        _weight_transform[(c, triton.cdiv(co, 128))](self.w, u, c, co, 1.0 / self.inv_scale, BLOCK_O=128)
-        return u
+def winograd_weight(w: Tensor, dtype: torch.dtype, block: int = 256) -> tuple[Tensor, float]:
+    """w [Co, C, 3 (time), 3, 3] -> (U [64, 3 C, Co] with K index = time tap x C + channel, 1 / scale);
+    max |U| scaled into [1, 2)."""
+    return scaled_transform(w, _G, "ai,oktij,bj->abtko", 3 * w.shape[1], 0, dtype, block)
 
 
-def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | None = None) -> Tensor:
-    """The causal conv of [history | new frames] (channels-last-3d) -> [N, Co, T, H, W]: buf is
-    [N, C, T + 2, H, W] with the two history frames in front, or only the T new frames when the
-    history comes apart (read where it is kept, not copied in front)."""
+def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | None = None, *,
+                  phases: bool = False) -> Tensor:
+    """Every Winograd conv of the decoder, each zero-padded "same" by one pixel in space: the name a split
+    decode wraps (integrations/split_decode.py's SAME_PADDED_CONVS), which is how its slabs' borders see
+    their neighbours' rows. phases: the upsampling's phase convs (subpixel_phase_conv); else the causal
+    3x3x3 conv of [history | new frames] (channels-last-3d) -> [N, Co, T, H, W]: buf is [N, C, T + 2, H, W]
+    with the two history frames in front, or only the T new frames when the history comes apart (read
+    where it is kept, not copied in front)."""
+    if phases:
+        return subpixel_phase_conv(buf, u, inv_scale)
     n, c, tb, h, w = buf.shape
     t, co = tb - (HISTORY if history is None else 0), u.shape[2]
     tiles_w = (w + TILE - 1) // TILE
@@ -794,9 +849,11 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
 
 # The sub-pixel upsampling's conv (nearest 2x, then a 3x3 conv: four 2x2 phase convs of the small
 # image padded by one, _subpixel_weight) as Winograd F(7x7, 2x2): the same eight points as F(6x6, 3x3),
-# so _input_transform's B^T with 7x7 tiles; one GEMM a frame, the four phases side by side as its
-# N = 4 C. 3.1x fewer multiply-adds than the direct 2x2 conv; fp16 operands and M as the 3x3 convs'
-# (emulated error 7.8e-3 against cuDNN's bf16 2.35e-3: scripts/probe_winograd_error.py).
+# so _input_transform's B^T with 7x7 tiles; the four phases side by side as the GEMM's N = 4 C, each
+# written on the small image's grid (phases_on_grid), where the conv pads "same" and a split decode's
+# slabs can take it through winograd_conv's name. 3.1x fewer multiply-adds than the direct 2x2 conv;
+# fp16 operands and M as the 3x3 convs' (emulated error 7.8e-3 against cuDNN's bf16 2.35e-3:
+# scripts/probe_winograd_error.py).
 SUBPIXEL_TILE = 7
 # U's largest entry scaled into [2^-4, 2^-3) rather than [1, 2): this conv's input is the raw residual
 # stream, not a norm's output, so M (up to ~300x the input's largest value at 512 channels, emulated)
@@ -807,68 +864,72 @@ _G2 = ((1.0, 0.0), (1.0, 1.0), (1.0, -1.0), (0.5, 1.0), (0.5, -1.0), (1.0, 0.5),
 
 def subpixel_winograd_weight(w: Tensor, dtype: torch.dtype, block: int = 512) -> tuple[Tensor, float]:
     """w [4 C, C, 2, 2] (the phase kernels) -> (U [64, C, 4 C], 1 / scale), U's largest entry scaled by a
-    power of two into [2^SUBPIXEL_U_MAX_LOG2, 2^(SUBPIXEL_U_MAX_LOG2 + 1)). In float64 `block` output
-    channels at a time (twice: the largest entry, then U), so that the build holds ~0.3 GB of float64 at
-    full width, not 2.1 GB."""
-    g = torch.tensor(_G2, dtype=torch.float64, device=w.device)
-    parts = lambda: (torch.einsum("ai,okij,bj->abko", g, part.double(), g)  # noqa: E731
-                     .reshape(POINTS, w.shape[1], part.shape[0]) for part in w.split(block))
-    largest = max(part.abs().max().item() for part in parts())
-    scale = 2.0 ** (SUBPIXEL_U_MAX_LOG2 - math.floor(math.log2(largest)))
-    u = torch.empty(POINTS, w.shape[1], w.shape[0], device=w.device, dtype=dtype)
-    for o0, part in zip(range(0, w.shape[0], block), parts()):
-        u[:, :, o0:o0 + part.shape[2]] = part * scale
-    return u, 1.0 / scale
+    power of two into [2^SUBPIXEL_U_MAX_LOG2, 2^(SUBPIXEL_U_MAX_LOG2 + 1))."""
+    return scaled_transform(w, _G2, "ai,okij,bj->abko", w.shape[1], SUBPIXEL_U_MAX_LOG2, dtype, block)
 
 
-class SubpixelWeight:
-    """The phase convs' Winograd weights: U kept where at most WINOGRAD_KEPT_U_BYTES (at full width the
-    512 -> 2048 conv's, 134 MB), else made from the fp32 phase kernels w at each call (the two 1024 -> 4096
-    convs', 537 MB each). Never keep_all: a split decode's ranks, which keep every 3x3 conv's U, run this
-    conv on cuDNN (the halo code sees F.conv3d only) and would hold 1.2 GB for nothing."""
+class WinogradWeight:
+    """A Winograd conv's weights: U kept where at most WINOGRAD_KEPT_U_BYTES (or as `keep` says), else made from
+    the fp32 weights w at each call by a Triton kernel (a 1024-channel 3x3x3 conv's U is 403 MB, a
+    1024 -> 4096 phase conv's 537 MB). phases: w [4 C, C, 2, 2] are the upsampling's phase kernels
+    (subpixel_winograd_weight), else w [Co, C, 3, 3, 3] a causal conv's (winograd_weight). A small latent
+    keeps more of the 3x3x3 convs' U (wide_u_budget) but never the wide phase convs': keeping those too
+    (1.07 GB more) took a 2-GPU rank past the 24 GB memory clause (e143, 2x H200); with them made at each
+    call, every 3x3x3 U kept still did (e145, e149, e150)."""
 
-    def __init__(self, w: Tensor, dtype: torch.dtype) -> None:
-        u, self.inv_scale = subpixel_winograd_weight(w, dtype)
-        self.kept = u if u.numel() * u.element_size() <= WINOGRAD_KEPT_U_BYTES else None
+    def __init__(self, w: Tensor, dtype: torch.dtype, *, phases: bool = False, keep: bool | None = None) -> None:
+        """keep: True or False as the decoder chose (kept_in_order), None by U's size alone."""
+        u, self.inv_scale = (subpixel_winograd_weight if phases else winograd_weight)(w, dtype)
+        self.kept = u if (u.numel() * u.element_size() <= WINOGRAD_KEPT_U_BYTES if keep is None else keep) else None
         self.w = None if self.kept is not None else w.float().contiguous()
-        self.dtype = dtype
+        self.dtype, self.phases, self.k = dtype, phases, u.shape[1]
 
     def u(self) -> Tensor:
         if self.kept is not None:
             return self.kept
         co, c = self.w.shape[:2]
-        u = torch.empty(POINTS, c, co, device=self.w.device, dtype=self.dtype)
-        _subpixel_weight_transform[(c, triton.cdiv(co, 128))](self.w, u, c, co, 1.0 / self.inv_scale, BLOCK_O=128)
+        u = torch.empty(POINTS, self.k, co, device=self.w.device, dtype=self.dtype)
+        kernel = _subpixel_weight_transform if self.phases else _weight_transform
+        kernel[(c, triton.cdiv(co, 128))](self.w, u, c, co, 1.0 / self.inv_scale, BLOCK_O=128)
         return u
 
 
-def subpixel_winograd_conv(y: Tensor, u: Tensor, inv_scale: float) -> Tensor:
-    """The phase convs of y [N, C, T, h, w] (channels-last-3d), padded by one in space ->
-    [N, 4 C, T, h + 1, w + 1], as F.conv3d with the (4 C, C, 1, 2, 2) weights and padding (0, 1, 1)."""
+def subpixel_phase_conv(y: Tensor, u: Tensor, inv_scale: float) -> Tensor:
+    """The phase convs of y [N, C, T, h, w] (channels-last-3d) -> [N, 4 C, T, h, w]: F.conv3d with the
+    (4 C, C, 1, 2, 2) phase kernels and padding (0, 1, 1), each phase on y's own grid (phases_on_grid).
+    7x7 tiles of the (h + 1) x (w + 1) conv output; one GEMM a frame, or where the tiles are few (a
+    split's border windows and narrow slabs) a step's frames in one GEMM, U read once for them."""
     n, c, t, h, w = y.shape
-    ho, wo, co = h + 1, w + 1, u.shape[2]
-    tiles_w = (wo + SUBPIXEL_TILE - 1) // SUBPIXEL_TILE
-    tiles = (ho + SUBPIXEL_TILE - 1) // SUBPIXEL_TILE * tiles_w
-    out = torch.empty(n, co, t, ho, wo, device=y.device, dtype=y.dtype, memory_format=CL)
-    step = max(1, min(t, WINOGRAD_BYTES // (POINTS * tiles * c * u.element_size())))
-    v_flat = torch.empty(POINTS * tiles * step * c, device=y.device, dtype=u.dtype)
-    m = torch.empty(POINTS, tiles, co, device=y.device, dtype=u.dtype)
+    co = u.shape[2]
     (in_p, in_c, in_warps), (out_p, out_c, out_warps) = WINOGRAD_BLOCKS["input"], WINOGRAD_BLOCKS["output"]
+    assert (co // 4) % out_c == 0, "an output transform's program writes one phase"
+    tiles_w = (w + SUBPIXEL_TILE) // SUBPIXEL_TILE  # ceil((w + 1) / 7)
+    tiles = (h + SUBPIXEL_TILE) // SUBPIXEL_TILE * tiles_w
+    few = tiles <= WINOGRAD_FEW_TILES
+    out = torch.empty(n, co, t, h, w, device=y.device, dtype=y.dtype, memory_format=CL)
+    step = max(1, min(t, WINOGRAD_BYTES // (POINTS * tiles * c * u.element_size())))
+    if few:
+        step = min(step, max(1, WINOGRAD_GEMM_ROWS // tiles))
+    v_flat = torch.empty(POINTS * tiles * step * c, device=y.device, dtype=u.dtype)
+    m_flat = torch.empty(POINTS * tiles * (step if few else 1) * co, device=y.device, dtype=u.dtype)
     for b in range(n):
         for t0 in range(0, t, step):
             f = min(step, t - t0)
-            v = v_flat[:POINTS * tiles * f * c].view(POINTS, tiles, f, c)
+            v = v_flat[:POINTS * tiles * f * c].view(POINTS, tiles, f, c)  # row (tile, frame)
             src = y[b, :, t0:t0 + f].permute(1, 2, 3, 0)
             assert src.is_contiguous(), "the upsampling's input must be channels-last-3d"
             _input_transform[(triton.cdiv(tiles, in_p), f, c // in_c)](
                 src, v, tiles_w, tiles, h, w, f, 0, C=c, BLOCK_P=in_p,
                 BLOCK_C=in_c, SIDE=SUBPIXEL_TILE, num_warps=in_warps)
-            for j in range(f):
-                a = v.as_strided((POINTS, tiles, c), (tiles * f * c, f * c, 1), v.storage_offset() + j * c)
+            k = f if few else 1  # frames a GEMM
+            for j in range(0, f, k):
+                a = v.view(POINTS, tiles * f, c) if k == f else \
+                    v.as_strided((POINTS, tiles, c), (tiles * f * c, f * c, 1), v.storage_offset() + j * c)
+                m = m_flat[:POINTS * tiles * k * co].view(POINTS, tiles * k, co)
                 torch.bmm(a, u, out=m)
-                _output_transform7[(triton.cdiv(tiles, out_p), co // out_c)](
-                    m, out[b, :, t0 + j].permute(1, 2, 0), tiles_w, tiles, ho, wo, inv_scale, CO=co,
-                    BLOCK_P=out_p, BLOCK_C=out_c, num_warps=out_warps)
+                _output_transform7[(triton.cdiv(tiles * k, out_p), co // out_c)](
+                    m, out[b, :, t0 + j:t0 + j + k].permute(1, 2, 3, 0), tiles_w, tiles * k, k, h, w, inv_scale,
+                    CO=co, BLOCK_P=out_p, BLOCK_C=out_c, num_warps=out_warps)
     return out
 
 
@@ -887,7 +948,10 @@ class ForkedCompiles:
 
     def __init__(self, device: torch.device) -> None:
         self.device_index = device.index if device.index is not None else torch.cuda.current_device()
-        self.children: dict[str, int] = {}  # Triton's in-memory cache key -> pid of the child compiling it
+        # (kernel, Triton's in-memory cache key) -> pid of the child compiling it. The key alone names a
+        # specialization of one kernel: two kernels of the same signature share it (_weight_transform and
+        # _subpixel_weight_transform did, so the second was compiled in the first call, 3.9 s, session 26).
+        self.children: dict[tuple[str, str], int] = {}
 
     def dry_run(self, decoder: "FastDecoder", example: Tensor) -> None:
         tiny = torch.zeros(*example.shape[:2], 2, 4, 4, device=example.device, dtype=example.dtype)
@@ -901,7 +965,7 @@ class ForkedCompiles:
             torch.backends.cudnn.benchmark = benchmark
 
     def _fork(self, *, key: str, fn, compile: dict, **_) -> bool | None:
-        if key not in self.children:
+        if (fn.name, key) not in self.children:
             try:
                 with warnings.catch_warnings():  # fork() of a threaded process: the child only compiles
                     warnings.simplefilter("ignore", DeprecationWarning)
@@ -910,7 +974,7 @@ class ForkedCompiles:
                 return None  # no child: the dry run compiles (and runs) this one itself
             if pid == 0:
                 self._compile_and_exit(fn.jit_function, compile["specialization_data"])
-            self.children[key] = pid
+            self.children[fn.name, key] = pid
         return True  # skip: nothing compiled or launched in the dry run
 
     def _compile_and_exit(self, kernel, specialization: str) -> None:
@@ -925,8 +989,8 @@ class ForkedCompiles:
         finally:  # a failed child only costs the parent its own compile, which reports the error
             os._exit(code)
 
-    def _wait(self, *, key: str, **_) -> None:
-        pid = self.children.pop(key, None)
+    def _wait(self, *, key: str, fn, **_) -> None:
+        pid = self.children.pop((fn.name, key), None)
         if pid is not None:
             os.waitpid(pid, 0)
 
@@ -1003,7 +1067,7 @@ def _norm_consumers(vae) -> dict[str, tuple[str, str]]:
 class FastDecoder:
     def __init__(self, vae, dtype: torch.dtype, frames_per_pass: int,
                  winograd_min_channels: int | None = WINOGRAD_MIN_CHANNELS,
-                 frames_per_piece: int = FRAMES_PER_PIECE, keep_all_u: bool = False) -> None:
+                 frames_per_piece: int = FRAMES_PER_PIECE, wide_u_bytes: float = 0) -> None:
         self.vae = vae
         self.w = _Weights(vae, dtype)
         self.w.last_tap = {name: w[:, :, -1].contiguous(memory_format=torch.channels_last)
@@ -1013,22 +1077,21 @@ class FastDecoder:
         # The residual blocks' wide 3x3x3 convs as Winograd GEMMs (from the fp32 weights). Without
         # Triton kernels to run (plain CPU) they stay direct convs.
         self.winograd: dict[str, WinogradWeight] = {}
-        wide = [] if winograd_min_channels is None else [
-            name for name, w in self.w.conv.items() if ".residual." in name and w.shape[2:] == (3, 3, 3)
-            and min(w.shape[:2]) >= winograd_min_channels and w.shape[0] % 64 == 0 and w.shape[1] % 64 == 0]
-        for name in wide:
-            w = vae.get_submodule(name).weight
-            if not _on_torch(w):
-                self.winograd[name] = WinogradWeight(w.detach(), torch.float16 if dtype == torch.bfloat16 else dtype,
-                                                     keep_all_u)
-                del self.w.conv[name]  # only its last tap is used directly (the first chunk)
+        u_dtype = torch.float16 if dtype == torch.bfloat16 else dtype  # the Winograd GEMMs' operands
+        wide = {} if winograd_min_channels is None else {  # name -> (Co, C): shapes only, so del frees each copy
+            name: w.shape[:2] for name, w in self.w.conv.items() if ".residual." in name and w.shape[2:] == (3, 3, 3)
+            and min(w.shape[:2]) >= winograd_min_channels and w.shape[0] % 64 == 0 and w.shape[1] % 64 == 0
+            and not _on_torch(vae.get_submodule(name).weight)}
+        sizes = [POINTS * 3 * c * co * u_dtype.itemsize for co, c in wide.values()]  # U's bytes
+        for name, keep in zip(wide, kept_in_order(sizes, wide_u_bytes)):
+            self.winograd[name] = WinogradWeight(vae.get_submodule(name).weight.detach(), u_dtype, keep=keep)
+            del self.w.conv[name]  # only its last tap is used directly (the first chunk)
         # The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) where as wide (C -> 4 C).
-        self.subpixel: dict[str, SubpixelWeight] = {}
+        self.subpixel: dict[str, WinogradWeight] = {}
         for name, m in ([] if winograd_min_channels is None else vae.named_modules()):
             if name.startswith("decoder.") and name.endswith("resample.1") and not _on_torch(m.weight) \
                     and min(m.weight.shape[:2]) >= winograd_min_channels and m.weight.shape[1] % 64 == 0:
-                self.subpixel[name] = SubpixelWeight(_subpixel_weight(m.weight.detach().double()),
-                                                     torch.float16 if dtype == torch.bfloat16 else dtype)
+                self.subpixel[name] = WinogradWeight(_subpixel_weight(m.weight.detach().double()), u_dtype, phases=True)
         self.compiles: ForkedCompiles | None = None  # set by build_decoder, done after the first call
         self.dtype = dtype
         self.frames_per_pass = frames_per_pass
@@ -1175,12 +1238,12 @@ class FastDecoder:
                 y = self.causal(f"{name}.time_conv", y, pad_hw=0)
                 y = frames_from_channels(y, self.w.bias[f"{name}.time_conv"])
         conv = f"{name}.resample.1"
-        if conv in self.subpixel and F is torch.nn.functional:  # a split decode's halo sees F.conv3d only
-            o = subpixel_winograd_conv(y, self.subpixel[conv].u(), self.subpixel[conv].inv_scale)
+        if conv in self.subpixel:
+            o = winograd_conv(y, self.subpixel[conv].u(), self.subpixel[conv].inv_scale, phases=True)
         else:
-            o = F.conv3d(y, self.w.conv[conv], None, padding=(0, 1, 1))
-        n, _, t, h1, w1 = o.shape
-        norm = self.prefill_consumer_input(name, n, t, 2 * (h1 - 1), 2 * (w1 - 1))
+            o = phases_on_grid(F.conv3d(y, self.w.conv[conv], None, padding=(0, 1, 1)))
+        n, _, t, h, w = o.shape
+        norm = self.prefill_consumer_input(name, n, t, 2 * h, 2 * w)
         return subpixel_merge(o, self.w.bias[f"{name}.resample.1"], x, factor_t, first_chunk, norm)
 
     def decode_chunk(self, x: Tensor, out: Tensor, frame: int) -> int:
@@ -1255,13 +1318,18 @@ def build_decoder(vae, example_latent, low_memory: bool = False):
         use_expandable_segments()
         torch.backends.cudnn.benchmark = True
     dtype = torch.bfloat16 if cuda else torch.float32
-    keep_all_u = example_latent.shape[-2] * example_latent.shape[-1] <= WINOGRAD_ALL_U_MAX_PIXELS
-    settings = LOW_MEMORY if low_memory else {"frames_per_pass": LATENT_FRAMES_PER_PASS, "keep_all_u": keep_all_u}
+    # A rank of a split decode: integrations/split_decode.py builds each rank's decoder in its process group.
+    split_rank = torch.distributed.is_available() and torch.distributed.is_initialized() \
+        and torch.distributed.get_world_size() > 1
+    wide_u = wide_u_budget(example_latent.shape[-2] * example_latent.shape[-1], split_rank)
+    settings = LOW_MEMORY if low_memory else {"frames_per_pass": LATENT_FRAMES_PER_PASS, "wide_u_bytes": wide_u}
     decoder = FastDecoder(vae, dtype, **settings)
     if cuda and getattr(triton, "knobs", None) is not None:  # Triton 3.4+
         compiles = ForkedCompiles(example_latent.device)
         compiles.dry_run(decoder, example_latent)
         decoder.compiles = compiles
+    if cuda:  # the build's float64 transforms and the dry run's buffers, cached: memory NCCL (a split) cannot have
+        torch.cuda.empty_cache()
     if not cuda:
         print("optimize.py: no CUDA; running the fast path eagerly in fp32", file=sys.stderr)
     info = {"dtype": str(dtype).replace("torch.", ""), "layout": "channels_last_3d",
