@@ -1,4 +1,4 @@
-"""harness/measure/busy.py's wait between two workers' calls (harness/measure/alternate.py), with NVML scripted:
+"""harness/measure/busy.py's wait before each timed call (harness/measure/alternate.py, measuring.py), with NVML scripted:
 the GPUs here are a table of utilisation readings over time, so the waits run on a CPU."""
 
 from __future__ import annotations

@@ -81,6 +81,27 @@ def test_a_pair_waits_before_every_call_its_own_second_in_a_row_too(log: Log) ->
     assert any(a == b for a, b in zip(calls, calls[1:]))  # the last draw had a member twice in a row
 
 
+def test_a_member_whose_own_work_outlasts_its_call_fails_itself_not_its_rival(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Work a member leaves running after its call, found by the wait before its own next call: the
+    wait blames the member that called last, which is that member itself."""
+    log = Log()
+    keeper, candidate = FakeSession("k", log), FakeSession("c", log)
+
+    def wait_idle(device: str, limit_s: float, gpus: int = 1) -> bool:
+        calls = [e[1] for e in log if e[0] == "call"]
+        busy_now = calls[-1:] == ["c"] and ("busy", "c") not in log  # once, after the candidate's first call
+        log.append(("busy", "c") if busy_now else ("idle", gpus))
+        return not busy_now
+
+    monkeypatch.setattr(busy, "wait_idle", wait_idle)
+    monkeypatch.setattr(alternate, "phase", lambda line: None)
+    monkeypatch.setattr(alternate, "balanced", lambda pairs: [True, False] + [True] * (pairs - 2))  # k, c, c, k, ...
+    kf, cf = alternate.measure_pair(keeper, candidate, 6)
+    assert [e for e in log if e[0] != "idle"] == [("call", "k"), ("call", "c"), ("busy", "c")]  # c's own next call
+    assert cf["status"] == "gate_fail" and "still busy" in cf["reason"] and cf["times_s"] == [1.0]
+    assert kf["status"] == "measured" and "paired" not in cf  # the keeper is not blamed; nothing is compared
+
+
 class Alone(Measuring):
     """A worker measured alone: Measuring.measure's own loop, over fake calls."""
 
@@ -93,7 +114,9 @@ class Alone(Measuring):
         self._todo = list(range(6))
         return {"status": "measured", "times_s": []}
 
-    def timed_call(self, facts: dict[str, Any]) -> bool:
+    def timed_call(self, facts: dict[str, Any]) -> bool:  # as Measuring.timed_call: False once none is left
+        if facts["status"] != "measured" or not self._todo:
+            return False
         self._todo.pop()
         facts["times_s"].append(1.0)
         self.log.append(("call", "alone"))
