@@ -44,11 +44,13 @@ class FakeSession:
     def fail(self, facts: dict[str, Any], status: str, reason: str) -> None:
         facts.update(status=status, reason=reason)
 
+    frozen = False
+
     def pause(self) -> None:
-        return None
+        self.frozen = True
 
     def resume(self) -> None:
-        pass
+        self.frozen = False
 
 
 @pytest.fixture
@@ -100,6 +102,24 @@ def test_a_member_whose_own_work_outlasts_its_call_fails_itself_not_its_rival(mo
     assert [e for e in log if e[0] != "idle"] == [("call", "k"), ("call", "c"), ("busy", "c")]  # c's own next call
     assert cf["status"] == "gate_fail" and "still busy" in cf["reason"] and cf["times_s"] == [1.0]
     assert kf["status"] == "measured" and "paired" not in cf  # the keeper is not blamed; nothing is compared
+
+
+def test_both_workers_are_frozen_while_the_gpus_are_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member woken before the wait could start GPU work during it and have its rival blamed for
+    the busy GPU (found by a second reader in session 30); frozen, it cannot."""
+    log = Log()
+    keeper, candidate = FakeSession("k", log), FakeSession("c", log)
+
+    def wait_idle(device: str, limit_s: float, gpus: int = 1) -> bool:
+        log.append(("idle", (keeper.frozen, candidate.frozen)))
+        return True
+
+    monkeypatch.setattr(busy, "wait_idle", wait_idle)
+    monkeypatch.setattr(alternate, "phase", lambda line: None)
+    alternate.measure_pair(keeper, candidate, 6)
+    waits = [e[1] for e in log if e[0] == "idle"]
+    assert len(waits) == 12 and all(w == (True, True) for w in waits), waits
+    assert not keeper.frozen and not candidate.frozen  # both woken at the end, to hear "exit"
 
 
 class Alone(Measuring):

@@ -13,8 +13,10 @@ so it can learn its rival's call durations (the row's sandbox label says so). Wo
 into the rival's call: before each call the harness waits until NVML reads the GPU idle, and a
 worker that leaves it busy fails (harness/measure/busy.py wait_idle). The harness waits so before
 every timed call, a member's second call in a row too: a GPU at its power cap runs a call faster
-after an idle moment (busy.py, "Why every call waits"), so every call must start from the same one. Every call is the same call as in a
-measurement alone: a fresh input, checked. (Unsandboxed, a person's choice, a process the worker
+after an idle moment (busy.py, "Why every call waits"), so every call starts from the same state,
+its GPUs idle. Both workers are frozen during that wait: a busy GPU then shows work the last call
+left, never work the next member started to have its rival blamed. Every call is the same call as
+in a measurement alone: a fresh input, checked. (Unsandboxed, a person's choice, a process the worker
 double-forked is adopted by the harness and is not stopped with it; in the sandbox it stays in the
 worker's PID namespace, below the worker.)
 """
@@ -87,14 +89,17 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
         for s in order:
             if facts[s]["status"] != "measured":
                 continue
-            _only(s, both, facts)
-            # Before every timed call, after its rival's or its own: the same idle wait (busy.py, why).
+            # Before every timed call, after its rival's or its own: the same idle wait (busy.py, why),
+            # with both workers frozen, so that what keeps a GPU busy is what the last call left running,
+            # never work the member about to be timed starts to have its rival blamed.
+            _only(None, both, facts)
             if not busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks) and facts[last]["status"] == "measured":
                 last.fail(facts[last], "gate_fail", f"the GPU was still busy {s.timeouts['call_s']:.0f} s after its "
                           "call had returned: work left running after 'done'")
                 if last is candidate and not keeper_in_full:
                     break
                 busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks)  # its worker is gone now: let its work end
+            _only(s, both, facts)
             s.timed_call(facts[s])
             last = s
         if facts[candidate]["status"] != "measured" and not keeper_in_full:
@@ -124,11 +129,13 @@ def balanced(pairs: int, rng: random.Random = _rng) -> list[bool]:
     return firsts
 
 
-def _only(s: Session, both: tuple[Session, ...], facts: dict[Session, dict[str, Any]]) -> None:
-    """Freeze the others, wake s. One the kernel cannot freeze has been stopped: it fails."""
+def _only(s: Session | None, both: tuple[Session, ...], facts: dict[Session, dict[str, Any]]) -> None:
+    """Freeze the others, wake s (s None: freeze them all). One the kernel cannot freeze has been
+    stopped: it fails."""
     for other in both:
         if other is not s:
             why = other.pause()
             if why is not None and other in facts and facts[other]["status"] == "measured":
                 other.fail(facts[other], "crash", why)
-    s.resume()
+    if s is not None:
+        s.resume()

@@ -10,12 +10,13 @@ On a CPU, or where NVML does not answer, there is no figure (None), and the stop
 
 Why every call waits (wait_idle, before each timed call: harness/measure/alternate.py, and
 Measuring.rested for a worker alone). A GPU held at its power cap runs a call faster after an idle
-moment than straight after another call. Measured on 2 H200s (session 30, the 2-GPU split at 700 W,
-clocks 1.5-1.7 GHz under the cap; profiles/power_idle_h200x2_s30.md): when the harness waited for
-idle only between the two members' calls, a member's second call in a row ran 25-30 ms (3%) longer
-on the GPU of both ranks, every time, and only then; alone, every call did. One such call in a pair
-widened the keep rule's interval past any 2-3% gain. So every timed call now starts from the same
-state: its GPUs idle over a whole sample period.
+moment than straight after another call. Measured on 2 H200s (session 30, the 2-GPU split at its
+700 W cap; targets/wan-vae/profiles/power_idle_h200x2_s30.md): while the harness waited for idle
+only between the two members' calls, each call that came straight after its own member's previous
+call ran 20-30 ms (3%) longer on the GPU of both ranks, and no call after the wait did; a worker
+measured alone, with no wait at all, ran every call the longer way. One such call in a pair widened
+the keep rule's interval past any 2-3% gain. So every timed call now starts from the same state:
+its GPUs idle over a whole sample period.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ class Measuring:
         """Wait, before a timed call, until this worker's GPUs have read idle over a whole NVML sample
         period, as harness/measure/alternate.py waits before each of a pair's calls (busy.py: a GPU
         at its power cap runs a call faster after an idle moment). False when no call is left or the
-        worker has failed: here, when its own work keeps a GPU busy for a call's timeout after its call."""
+        worker has failed: here, when a GPU stays busy for a call's timeout after its call (its own
+        work, as far as the harness can tell: nothing else of the harness's runs there meanwhile)."""
         if facts["status"] != "measured" or not self._todo:
             return False
         if busy.wait_idle(self.device, self.timeouts["call_s"], self.ranks):
