@@ -94,8 +94,7 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
             # never work the member about to be timed starts to have its rival blamed.
             _only(None, both, facts)
             if not busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks) and facts[last]["status"] == "measured":
-                last.fail(facts[last], "gate_fail", f"the GPU was still busy {s.timeouts['call_s']:.0f} s after its "
-                          "call had returned: work left running after 'done'")
+                last.fail(facts[last], "gate_fail", busy.left_running(s.timeouts["call_s"]))
                 if last is candidate and not keeper_in_full:
                     break
                 busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks)  # its worker is gone now: let its work end

@@ -80,6 +80,11 @@ class BusySampler:
         return statistics.fmean(inside) / 100 if inside else None
 
 
+def left_running(limit_s: float) -> str:
+    """Why a worker fails when a GPU stays busy for limit_s after its call (wait_idle said False)."""
+    return f"the GPU was still busy {limit_s:.0f} s after its call had returned: work left running after 'done'"
+
+
 def wait_idle(device: str, limit_s: float, gpus: int = 1) -> bool:
     """Wait until NVML reads each of the first `gpus` GPUs this process sees (a worker group's: rank
     k runs on cuda:k, harness/worker/worker_group.py join) idle over a whole sample period that began

@@ -51,8 +51,7 @@ class Measuring:
             return False
         if busy.wait_idle(self.device, self.timeouts["call_s"], self.ranks):
             return True
-        self.fail(facts, "gate_fail", f"the GPU was still busy {self.timeouts['call_s']:.0f} s after its call had "
-                  "returned: work left running after 'done'")
+        self.fail(facts, "gate_fail", busy.left_running(self.timeouts["call_s"]))
         return False
 
     def begin(self, want_frame: bool = False, calls: int | None = None, runs: int | None = None) -> dict[str, Any]:
