@@ -55,12 +55,15 @@ def test_first_run_reads_honestly(tmp_path: Path) -> None:
     assert re.search(r"kept: faster than e001 by \d+\.\d% \(9\d% CI \+[\d.]+%\.\.\+[\d.]+%, 6 alternating pairs\), "
                      r"beyond the 1% noise threshold", out), out
     assert "Stop rule" not in out and "floor" not in out  # a CPU run: neither means anything
-    # The output's human part ends with this machine's rows and what they mean (issue 43): the
-    # Quickstart need not cat leaderboard.md, whose other machines' tables would bury them.
+    # The output's human part ends with this machine's rows and what they mean (issue 43: the
+    # Quickstart need not cat leaderboard.md, whose other machines' tables would bury them), then
+    # what to do next, the last line a person reads before the tools' lines.
     human = out[:out.index("\nexp: e002")].rstrip().splitlines()
     rows_at = next(i for i, ln in enumerate(human) if ln.startswith("This machine's rows (preset tiny"))
     assert [ln.split()[:2] for ln in human[rows_at + 1:rows_at + 3]] == [["e001", "baseline"], ["e002", "keep"]], human
-    assert human[-2].strip().startswith("baseline: the frozen model") and human[-1].strip().startswith("keep: faster"), human
+    assert human[-3].strip().startswith("baseline: the frozen model") and human[-2].strip().startswith("keep: faster"), human
+    assert human[-1].startswith("On a CPU the tiny preset") and "Next: " in human[-1], human
+    assert sum("Next: " in ln for ln in human) == 1, human
     assert "written for a GPU" not in out and "within the noise" not in out
     cpu_png = ws / "progress" / f"tiny-{console.slug(f['gpu'])}.png"
     assert cpu_png.read_bytes().startswith(b"\x89PNG") and gpu_png.read_bytes() == b"the GPU's picture"

@@ -1,4 +1,4 @@
-"""What a person reads at the end of a run: each row in plain words, the stop rule, what to do next, this machine's rows and what their statuses mean."""
+"""What a person reads at the end of a run: each row in plain words, the stop rule, this machine's rows and what their statuses mean, then what to do next."""
 
 from __future__ import annotations
 
@@ -115,8 +115,8 @@ def next_step(result: dict[str, Any], goals: dict[str, Any]) -> str:
 
 
 def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
-    """The last lines of a run: what each row says, in plain words, what to do next, and this
-    machine's rows with what they mean."""
+    """The last lines of a run: what each row says, in plain words, this machine's rows with what
+    they mean, and what to do next."""
     lines = []
     rows = recorded_rows()
     for r in results:
@@ -141,5 +141,6 @@ def summary(results: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
                                                  _common.load_adapter(goals), Store.here().folder)
         lines.append(f"Stop rule (program.md section 7) on {best}: " + ("STOP, every condition holds." if stop
                      else "not yet:\n" + "\n".join(f"  - {w}" for w in why)))
-    lines.append(next_step(last, goals))
-    return lines + your_rows(rows, goals, row["preset"], row["gpu"])
+    # What to do next comes last, where a person's eye lands after the rows (the key: value and JSON lines
+    # that follow are for tools).
+    return lines + your_rows(rows, goals, row["preset"], row["gpu"]) + [next_step(last, goals)]

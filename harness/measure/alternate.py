@@ -98,7 +98,7 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
                 if last is candidate and not keeper_in_full:
                     break
                 busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks)  # its worker is gone now: let its work end
-            _only(s, both, facts)
+            s.resume()  # its rival stays frozen from the wait
             s.timed_call(facts[s])
             last = s
         if facts[candidate]["status"] != "measured" and not keeper_in_full:
