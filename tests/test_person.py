@@ -48,8 +48,23 @@ def test_help_lists_every_verb(capsys):
     assert person.main(["--help"]) == 0
     shown = capsys.readouterr().out
     listed = {line.split()[0] for line in shown.split("Verbs")[1].splitlines()[1:] if line.startswith("    ")}
-    assert listed == {*person.TOOLS, "settings"}, listed
+    assert listed == {*person.TOOLS, "settings", "new-target"}, listed
     assert person.main([]) == 2 and capsys.readouterr().err == shown
+
+
+def test_new_target_is_a_verb(tmp_path: Path, capsys, monkeypatch):
+    """`auto-optim new-target NAME --dir DIR` scaffolds as harness/cli/new_target.py does (its end to end:
+    test_new_target.py); a second time it writes nothing over and says why in one line, exit 2."""
+    for name in person.CLAUDE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    folder = tmp_path / "demo"
+    assert person.main(["new-target", "demo", "--dir", str(folder)]) == 0
+    assert (folder / "goals.json").is_file() and (folder / "demo_model" / "target.py").is_file()
+    assert "auto-optim run --target demo" in capsys.readouterr().out
+    goals = (folder / "goals.json").read_text()
+    assert person.main(["new-target", "demo", "--dir", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "exists" in err[0] and (folder / "goals.json").read_text() == goals, err
 
 
 @pytest.mark.parametrize("variable", ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "SANDBOX_RUNTIME"])

@@ -1,7 +1,8 @@
 """Scaffold a new target: the few files that retarget the harness, as a working starting point.
 
-Usage:
-    python -P -m harness.cli.new_target NAME [--dir DIR]        # from the repository root; DIR: targets/NAME
+Usage (from the repository root; DIR: targets/NAME):
+    auto-optim new-target NAME [--dir DIR]
+    python -P -m harness.cli.new_target NAME [--dir DIR]        # the same, as a module
 
 Writes DIR/ (refused if it exists), every file the harness and the hooks expect a target to hold:
     goals.json          the target: adapter, presets, metric, gate, pool, noise threshold, stop rule
@@ -215,8 +216,8 @@ def scaffold(name: str, folder: Path) -> list[Path]:
     return [folder / rel for rel in files]
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name")
     p.add_argument("--dir", type=Path, help="default: targets/NAME (from where you run it: the repository root)")
     a = p.parse_args(argv)

@@ -6,6 +6,7 @@ Usage:
     auto-optim apply REC.json                    (record what `measure` wrote, signed with your key)
     auto-optim wave|verify|bench|profile|floor|prepare|records ARGS   (the tools, with their own options)
     auto-optim settings [--check]                (write .claude/settings.json from agent/policy.py)
+    auto-optim new-target NAME [--dir DIR]       (scaffold targets/NAME: harness/cli/new_target.py)
 
 Each verb is the tool of the same job (TOOLS: `run`, `measure` and `apply` are harness/cli/run_experiment.py,
 the others harness/cli/<verb>.py, `floor` harness/decide/floor.py, `records`
@@ -59,6 +60,7 @@ Verbs (each takes --help, outside Claude Code):
     prepare   make or remake this machine's assets
     records   the ledger: show [EXP], source EXP, leaderboard, restore, verify
     settings  write .claude/settings.json from agent/policy.py (--check: compare)
+    new-target NAME   scaffold targets/NAME (from the repository root): a working stand-in to replace with your model
 
 A power (apply, measure, --rebaseline, --unsandboxed) asks a person at a terminal to confirm it;
 started by Claude Code's tool, every verb refuses. Design: harness/cli/person.py's docstring."""
@@ -224,7 +226,7 @@ def _run_tool(verb: str, rest: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    verbs = [*TOOLS, "settings"]
+    verbs = [*TOOLS, "settings", "new-target"]
     if not args or args[0] in ("-h", "--help"):
         print(HELP, file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
@@ -241,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         pa = argparse.ArgumentParser(prog="auto-optim settings")
         pa.add_argument("--check", action="store_true", help="exit 1 when .claude/settings.json is not as generated")
         return write_settings(pa.parse_args(rest).check)
+    if verb == "new-target":  # no target to resolve yet: it makes one
+        from harness.cli import new_target
+
+        return console.run_cli(lambda: new_target.main(rest, prog="auto-optim new-target"), "auto-optim")
     return _run_tool(verb, rest)
 
 
