@@ -68,6 +68,19 @@ def test_missing_and_unreadable_clip(scratch: Path) -> None:
         make_latent.run("tiny", mode="clip", clip=str(junk), device="cpu")
 
 
+def test_an_unreachable_clip_url_says_so_in_plain_words() -> None:
+    """The target's own clip is a URL: offline, PyAV raises an OSError whose text is an errno and the
+    URL again ("[Errno 5] Input/output error: 'https://...'"); the refusal says what it means."""
+    from harness.errors import Refused
+    from model.clip import read_clip
+
+    with pytest.raises(Refused) as e:
+        read_clip("http://127.0.0.1:9/clip.mov", 9, 32, 32, timeout_s=5)  # port 9: nothing listens
+    said = str(e.value)
+    assert said.startswith("cannot download clip http://127.0.0.1:9/clip.mov: offline, or its server did not answer")
+    assert "[Errno" not in said and said.count("127.0.0.1") == 1 and "\n" not in said, said
+
+
 def test_refuses_overwrite_and_unknown_preset(scratch: Path) -> None:
     make_latent.run("tiny", mode="seeded", device="cpu")
     before = assets.input_path("tiny").read_bytes()

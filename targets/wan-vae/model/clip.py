@@ -59,6 +59,11 @@ def read_clip(source: str, frames: int, height: int, width: int, start_s: float 
     options = {"rw_timeout": str(int(timeout_s * 1e6)), "timeout": str(int(timeout_s * 1e6))} if timeout_s else {}
     try:
         container = av.open(source, options=options)
+    except OSError as e:  # PyAV says EIO for a URL it cannot reach (no network) and repeats the URL
+        if "://" in source:
+            raise Refused(f"cannot download clip {source}: offline, or its server did not answer "
+                          f"({e.strerror or type(e).__name__})") from None
+        raise Refused(f"cannot open clip {source}: {e.strerror or e}".replace("\n", " ")) from None
     except Exception as e:  # noqa: BLE001 - PyAV raises many kinds; all mean "cannot read"
         raise Refused(f"cannot open clip {source}: {type(e).__name__}: {e}".replace("\n", " ")) from None
     with container:
