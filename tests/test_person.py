@@ -55,8 +55,7 @@ def test_help_lists_every_verb(capsys):
 def test_new_target_is_a_verb(tmp_path: Path, capsys, monkeypatch):
     """`auto-optim new-target NAME --dir DIR` scaffolds as harness/cli/new_target.py does (its end to end:
     test_new_target.py); a second time it writes nothing over and says why in one line, exit 2."""
-    for name in person.CLAUDE_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(person, "started_by_claude_code", lambda: None)  # the suite may itself run under it
     folder = tmp_path / "demo"
     assert person.main(["new-target", "demo", "--dir", str(folder)]) == 0
     assert (folder / "goals.json").is_file() and (folder / "demo_model" / "target.py").is_file()
@@ -64,7 +63,8 @@ def test_new_target_is_a_verb(tmp_path: Path, capsys, monkeypatch):
     goals = (folder / "goals.json").read_text()
     assert person.main(["new-target", "demo", "--dir", str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "exists" in err[0] and (folder / "goals.json").read_text() == goals, err
+    assert len(err) == 1 and err[0].startswith("auto-optim new-target: ") and "exists" in err[0], err
+    assert (folder / "goals.json").read_text() == goals
 
 
 @pytest.mark.parametrize("variable", ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "SANDBOX_RUNTIME"])

@@ -221,11 +221,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     p.add_argument("name")
     p.add_argument("--dir", type=Path, help="default: targets/NAME (from where you run it: the repository root)")
     a = p.parse_args(argv)
-    folder = a.dir or Path("targets") / a.name
+    # The checkout's targets/, wherever it is run from (as every verb finds a target), shown from here.
+    folder = a.dir or Path(os.path.relpath(_common.REPO / "targets" / a.name))
     try:
         written = scaffold(a.name, folder)
     except Refused as e:
-        print(f"new_target: {e}", file=sys.stderr)
+        print(f"{prog or 'new_target'}: {e}", file=sys.stderr)
         return 2
     goals = (folder / "goals.json").as_posix()
     if Path(os.path.abspath(folder)).parent == _common.REPO / "targets" and (_common.REPO / ".claude").is_dir():

@@ -98,7 +98,9 @@ def measure_pair(keeper: Session, candidate: Session, pairs: int, want_frame: bo
                 if last is candidate and not keeper_in_full:
                     break
                 busy.wait_idle(s.device, s.timeouts["call_s"], last.ranks)  # its worker is gone now: let its work end
-            s.resume()  # its rival stays frozen from the wait
+            # Pause the rival again, not only wake s: under the signals fallback (no cgroup freezer) that is a
+            # second sweep of its process tree, for a child that slipped past the first (session 31's reader).
+            _only(s, both, facts)
             s.timed_call(facts[s])
             last = s
         if facts[candidate]["status"] != "measured" and not keeper_in_full:
