@@ -113,6 +113,23 @@ def call_error(msg: dict[str, Any]) -> str | None:
     return _text(msg, "error")
 
 
+def host(msg: dict[str, Any], ranks: int) -> list[list[float]] | None:
+    """Each rank's [returned_s, thread_cpu_s] for one call (harness/worker/calls.py Worker.call): when its
+    function returned and its launching thread's CPU seconds by then. The candidate's claim (its own
+    process measured it): kept as such, never the metric. None where the reply has none."""
+    value = msg.get("host")
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != ranks:
+        raise Malformed(f"'host' is not a list of {ranks} [returned_s, thread_cpu_s] pairs, one a rank")
+    pairs = []
+    for rank, pair in enumerate(value):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise Malformed(f"'host' of rank {rank} is not a [returned_s, thread_cpu_s] pair")
+        pairs.append([_number({"returned_s": pair[0]}, "returned_s"), _number({"thread_cpu_s": pair[1]}, "thread_cpu_s")])
+    return pairs
+
+
 def peak_memory_gb(msg: dict[str, Any]) -> float | None:
     return _number(msg, "peak_mem_gb", optional=True)
 

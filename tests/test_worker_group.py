@@ -23,7 +23,7 @@ import pytest
 from conftest import NARROW, REPO, TOY, VAE, make_vae_workspace, use
 from harness import machine
 from harness.errors import Refused
-from harness.measure import process
+from harness.measure import process, profile
 from harness.cli import run_experiment
 from harness.ledger import results, rows as R
 from harness.ledger.store import lock_file
@@ -77,11 +77,21 @@ def test_a_keepers_profile_counts_no_flops_and_the_group_stays_in_step(group_wor
     with use(group_workspace), Session(None, PRESET, "cpu", timeout=60) as s:
         facts = s.measure()
         assert facts["passed"], facts["reason"]
-        assert s.profile(facts) is not None, facts["reason"]
+        summary = s.profile(facts)
+        assert summary is not None, facts["reason"]
         claims = facts["claims"]  # what the worker reports of itself: the candidate's claims
         assert claims["executed_flops"] is None and "worker group" in claims["executed_flops_error"]
         assert s.count_flops(facts) and facts["passed"], facts["reason"]  # the group answers again
         assert len(facts["checked"]) == facts["runs"] + facts["warmup_runs"]  # no hidden input was profiled
+    # Each checked call's launching threads, every rank's (issue 44): when its function returned and its
+    # thread's CPU by then, within the call the harness timed; the keeper's profile shows them by rank.
+    host = claims["host"]
+    assert len(host) == len(facts["checked"]) and all(len(ranks) == 2 for ranks in host), host
+    for ranks, call in zip(host, facts["checked"]):
+        for returned, cpu in ranks:
+            assert 0 < returned <= call["seconds"] + 0.05 and 0 < cpu <= returned + 0.05, (ranks, call)
+    md = profile.to_markdown(profile.report(summary, facts), "a group")
+    assert "## The launching thread of each rank, over the" in md and "\n| 0 | " in md and "\n| 1 | " in md, md
 
 
 RANK_1_FAILS = '''

@@ -12,6 +12,7 @@ person's tool is harness/cli/profile.py (`auto-optim profile`).
 from __future__ import annotations
 
 import contextlib
+import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -142,6 +143,22 @@ def claimed(summary: dict[str, Any], wall_s: float | None) -> dict[str, Any]:
             "kernel_time_s": summary["kernel_time_s"], "launches": summary["launches"]}
 
 
+def host_by_rank(facts: dict[str, Any]) -> list[dict[str, float]] | None:
+    """Each rank's launching thread over the timed calls (the worker's claims, facts["claims"]["host"],
+    one entry a checked call, the timed ones last): the median and the range of when its function
+    returned and of its thread's CPU seconds by then. None where a timed call has no such claim."""
+    host, runs = (facts.get("claims") or {}).get("host") or [], len(facts.get("times_s") or [])
+    timed = host[-runs:] if runs else []
+    if not timed or any(not isinstance(t, list) for t in timed):
+        return None
+    out = []
+    for rank in range(len(timed[0])):
+        returned, cpu = ([t[rank][k] for t in timed if len(t) > rank] for k in (0, 1))
+        out.append({"returned_s": statistics.median(returned), "returned_range_s": (min(returned), max(returned)),
+                    "thread_cpu_s": statistics.median(cpu), "thread_cpu_range_s": (min(cpu), max(cpu))})
+    return out
+
+
 def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     """The worker's summary joined with what the harness measured itself (the call time)."""
     wall = facts.get("median_s") or 0.0
@@ -149,6 +166,7 @@ def report(summary: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
             "cuda": facts.get("cuda"), "cudnn": facts.get("cudnn"), "candidate": facts["candidate"],
             "input": "throwaway inputs, in a fresh worker given nothing hidden (never used for timing or the gate)", "info": facts.get("info"), "wall_s": wall,
             "executed_flops": (facts.get("claims") or {}).get("executed_flops"),
+            "host": host_by_rank(facts), "calls": len(facts.get("times_s") or []),
             **{k: facts.get(k) for k in ("flops", "floor_s", "floor_note", "x_floor")},
             **claimed(summary, wall)}
 
@@ -176,6 +194,16 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
     c = r["compile"]
     lines.append("- torch.compile: not used" if c is None else
                  f"- torch.compile: {c['graph_breaks']} graph breaks, {c['unique_graphs']} unique graphs")
+    if r.get("host"):
+        lines += ["", f"## The launching thread of each rank, over the {r['calls']} timed calls (the worker's claims)", "",
+                  "When the candidate's function returned (its work queued, before the wait for the device) and the "
+                  "CPU seconds its thread had spent by then, median (range); the call: "
+                  f"{r['wall_s']:.4f} s on the harness's clock. A function that returns only at the call's end, its "
+                  "thread busy throughout, is bound by its launches.", "",
+                  "| rank | returned after (s) | thread CPU (s) |", "|---:|---:|---:|"]
+        for rank, h in enumerate(r["host"]):
+            lines.append(f"| {rank} | {h['returned_s']:.4f} ({h['returned_range_s'][0]:.4f}-{h['returned_range_s'][1]:.4f}) "
+                         f"| {h['thread_cpu_s']:.4f} ({h['thread_cpu_range_s'][0]:.4f}-{h['thread_cpu_range_s'][1]:.4f}) |")
     lines += ["", f"## {u} time by category", "", "| category | time (s) | share |", "|---|---:|---:|"]
     total = sum(r["by_category_s"].values()) or 1.0
     for cat, t in sorted(r["by_category_s"].items(), key=lambda kv: -kv[1]):

@@ -208,6 +208,7 @@ class Session(Measuring, SessionWorker):
         error = self._checked(op, replies.call_error, reply)
         if error:
             raise Failed("gate_fail", f"{name}: {error}")
+        host = self._checked(op, lambda r: replies.host(r, self.ranks), reply)
         if not torch.equal(self.inp.tensor, x):
             raise Failed("gate_fail", f"the candidate modified its input ({name})")
         if self.frozen_model is not None:
@@ -219,6 +220,8 @@ class Session(Measuring, SessionWorker):
             raise Failed("gate_fail", f"{name}: {res['reason']}")
         q, m = res.get("quality"), res.get("max_abs")
         facts["checked"].append({"input": name, "seconds": seconds, "quality": q, "max_abs": m})
+        # One entry a call, as facts["checked"]: the worker's figures of its launching threads, a claim.
+        facts.setdefault("claims", {}).setdefault("host", []).append(host)
         better = self.goals["gate"].get("quality_better", "higher")
         prefix = "benchmark_" if kind == "benchmark" else "fresh_"
         for key in ("", prefix):  # the worst over every call, and over its kind of input

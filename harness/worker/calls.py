@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -95,13 +96,18 @@ class Worker:
         return {"info": info}
 
     def call(self) -> dict[str, Any]:
+        # This rank's launching thread (replies.host): when the candidate's function returned, its kernels
+        # queued, and the CPU seconds the thread spent by then. A rank whose function returns only at the
+        # call's end, its thread busy throughout, is bound by its launches, not by its GPU or the exchange.
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         with self.torch.no_grad():
             y = self.fn(self.inp)
+        host = {"host": [[time.perf_counter() - t0, time.thread_time() - cpu0]]}
         if self.rank > 0:  # another rank of a group: rank 0's output is the call's
             self.sync()
-            return {}
+            return host
         problem = self.deliver(y)
-        return {"error": problem} if problem else {}
+        return {**host, "error": problem} if problem else host
 
     def profile(self) -> dict[str, Any]:
         from harness.measure import profile

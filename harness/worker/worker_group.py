@@ -122,11 +122,14 @@ class Group:
 
 
 def merged(op: str, mine: dict[str, Any], theirs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rank 0's reply, but for the group's peak memory: the largest of any rank."""
+    """Rank 0's reply, but for the group's peak memory (the largest of any rank) and a call's host
+    figures (every rank's, in rank order; replies.host checks them)."""
     every = [mine, *theirs]
     if op == "memory":
         peaks = [r["peak_mem_gb"] for r in every if isinstance(r.get("peak_mem_gb"), (int, float))]
         return {**mine, "peak_mem_gb": max(peaks, default=None)}
+    if "host" in mine:
+        return {**mine, "host": [h for r in every for h in (r["host"] if isinstance(r.get("host"), list) else [None])]}
     return mine
 
 
