@@ -1,7 +1,7 @@
 """What the agent may do, in one place: the paths it may not write or read, the names it may not
 edit in any folder, the commands that may leave its sandbox, and .claude/settings.json made from them.
 
-`auto-optim settings` (harness/cli/person.py) writes settings(root) to .claude/settings.json;
+`auto-optim settings` (harness/cli/settings.py) writes settings(root) to .claude/settings.json;
 harness/cli/new_target.py does so after scaffolding a target, so a new target is covered with no hand
 edit; tests/test_policy.py checks that the committed file is exactly what this module makes.
 

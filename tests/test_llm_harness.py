@@ -55,7 +55,7 @@ def start(ws: Path, *args: str) -> subprocess.Popen:
 def finish(p: subprocess.Popen) -> tuple[int, dict, str]:
     stdout, stderr = p.communicate(timeout=600)
     last = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-    return p.returncode, (json.loads(last[-1]) if last else {}), stdout[-3000:] + stderr[-3000:]
+    return p.returncode, (json.loads(last[-1]) if last else {}), stdout[-8000:] + stderr[-3000:]  # the summary with its key lines
 
 
 def cli(ws: Path, *args: str) -> tuple[int, dict, str]:

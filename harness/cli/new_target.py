@@ -230,9 +230,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return 2
     goals = (folder / "goals.json").as_posix()
     if Path(os.path.abspath(folder)).parent == _common.REPO / "targets" and (_common.REPO / ".claude").is_dir():
-        from harness.cli import person
+        from harness.cli.settings import write_settings
 
-        person.write_settings()
+        write_settings()
     console.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
             "next: replace the stand-in (README.md there), then",
             f"  git add {folder.as_posix()} && git commit -m \"target {a.name}\"",

@@ -39,6 +39,7 @@ import os
 import sys
 from pathlib import Path
 from harness import console
+from harness.cli.settings import write_settings
 
 # What `auto-optim --help` prints: the verbs for a person at a terminal (the docstring above is the design).
 HELP = """auto-optim VERB [ARGS]: the person's program (the agent has its own, auto-optim-agent, which takes no argument).
@@ -152,27 +153,6 @@ def confirm(asked: list[str]) -> bool:
     except EOFError:
         return False
     return answer.strip().lower() == "yes"
-
-
-def write_settings(check: bool = False) -> int:
-    """.claude/settings.json from agent/policy.py (--check: exit 1 when it differs)."""
-    from harness.paths import agent_policy
-
-    policy = agent_policy()
-
-    path = CHECKOUT / ".claude" / "settings.json"
-    text = policy.settings_text(CHECKOUT)
-    current = path.read_text() if path.is_file() else None
-    if check:
-        print(f"{path}: {'as generated' if current == text else 'differs from agent/policy.py'}")
-        return 0 if current == text else 1
-    if current != text:
-        path.parent.mkdir(exist_ok=True)
-        tmp = path.with_name(f".settings.json.{os.getpid()}")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    print(f"{path}: written from agent/policy.py (restart Claude Code to load it)")
-    return 0
 
 
 def _run_tool(verb: str, rest: list[str]) -> int:

@@ -196,10 +196,12 @@ def to_markdown(r: dict[str, Any], title: str) -> str:
                  f"- torch.compile: {c['graph_breaks']} graph breaks, {c['unique_graphs']} unique graphs")
     if r.get("host"):
         lines += ["", f"## The launching thread of each rank, over the {r['calls']} timed calls (the worker's claims)", "",
-                  "When the candidate's function returned (its work queued, before the wait for the device) and the "
-                  "CPU seconds its thread had spent by then, median (range); the call: "
-                  f"{r['wall_s']:.4f} s on the harness's clock. A function that returns only at the call's end, its "
-                  "thread busy throughout, is bound by its launches.", "",
+                  "When the candidate's function returned and the CPU seconds its thread had spent by then, median "
+                  f"(range), from the worker's start of the call; the call: {r['wall_s']:.4f} s on the harness's clock, "
+                  "the hand-over of its input and output included. "
+                  + ("On a GPU the function returns once its work is queued: one that returns only near the call's "
+                     "end, its thread busy throughout, is bound by its launches, not by the GPU." if u == "GPU" else
+                     "On a CPU the function returns when its work is done, so these say little about launches."), "",
                   "| rank | returned after (s) | thread CPU (s) |", "|---:|---:|---:|"]
         for rank, h in enumerate(r["host"]):
             lines.append(f"| {rank} | {h['returned_s']:.4f} ({h['returned_range_s'][0]:.4f}-{h['returned_range_s'][1]:.4f}) "

@@ -44,7 +44,7 @@ Its life, in order:
 
 Nothing here is trusted once the candidate is imported (step 3): its code can patch any of it. The harness therefore
 believes only the output buffer and the moment "done" arrives (it takes the time itself and
-checks every output); what the worker reports besides (info, profile) is informational.
+checks every output); what the worker reports besides (info, profile, each call's host figures) is informational.
 """
 
 from __future__ import annotations

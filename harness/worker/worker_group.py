@@ -122,8 +122,9 @@ class Group:
 
 
 def merged(op: str, mine: dict[str, Any], theirs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rank 0's reply, but for the group's peak memory (the largest of any rank) and a call's host
-    figures (every rank's, in rank order; replies.host checks them)."""
+    """Rank 0's reply, but for the group's peak memory (the largest of any rank) and the host figures of a
+    reply that has them (a call's, a profiled or counted one's: every rank's, in rank order; replies.host
+    checks them)."""
     every = [mine, *theirs]
     if op == "memory":
         peaks = [r["peak_mem_gb"] for r in every if isinstance(r.get("peak_mem_gb"), (int, float))]
