@@ -39,7 +39,7 @@ import os
 import sys
 from pathlib import Path
 from harness import console
-from harness.cli.settings import write_settings
+from harness.cli.settings import CHECKOUT, write_settings
 
 # What `auto-optim --help` prints: the verbs for a person at a terminal (the docstring above is the design).
 HELP = """auto-optim VERB [ARGS]: the person's program (the agent has its own, auto-optim-agent, which takes no argument).
@@ -66,7 +66,6 @@ Verbs (each takes --help, outside Claude Code):
 A power (apply, measure, --rebaseline, --unsandboxed) asks a person at a terminal to confirm it;
 started by Claude Code's tool, every verb refuses. Design: harness/cli/person.py's docstring."""
 
-CHECKOUT = Path(__file__).resolve().parents[2]
 # What each power does, as the confirmation names it.
 POWERS = {
     "apply": "record a result from a record file (signed with your key) into results.tsv and git",

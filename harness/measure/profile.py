@@ -153,7 +153,7 @@ def host_by_rank(facts: dict[str, Any]) -> list[dict[str, float]] | None:
         return None
     out = []
     for rank in range(len(timed[0])):
-        returned, cpu = ([t[rank][k] for t in timed if len(t) > rank] for k in (0, 1))
+        returned, cpu = ([t[rank][k] for t in timed] for k in (0, 1))  # replies.host: one pair a rank
         out.append({"returned_s": statistics.median(returned), "returned_range_s": (min(returned), max(returned)),
                     "thread_cpu_s": statistics.median(cpu), "thread_cpu_range_s": (min(cpu), max(cpu))})
     return out
