@@ -604,16 +604,17 @@ def test_benchmark_input_cannot_be_rebuilt(at_toy: Path) -> None:
 # --- beyond the list: the floor from the worker's word; the tool from the worker's own process ----
 
 def test_the_workers_figures_stay_claims(ws: Path, tmp_path: Path) -> None:
-    """inflates_flops and forges_profile in one worker, through run_experiment: during the 'flops'
-    request a free 65536^3 matmul on the meta device, which the counter in the worker adds to the
-    count; a 'profile' reply forged to say the device was busy through the whole call, all of it
-    in convolutions. The keeper's record keeps both as the candidate's claims (facts["claims"]),
-    never as facts of its own; the floor does not rise above the call; and the stop rule, with a
-    plateau behind the row and a floor to judge it by, does not say STOP on those claims."""
+    """inflates_flops, forges_profile and forges_host in one worker, through run_experiment: during
+    the 'flops' request a free 65536^3 matmul on the meta device, which the counter in the worker adds
+    to the count; a 'profile' reply forged to say the device was busy through the whole call, all of
+    it in convolutions; every call's host figures forged to say it returned at once. The keeper's
+    record keeps all three as the candidate's claims (facts["claims"]), never as facts of its own;
+    the call's time stays the harness's clock; the floor does not rise above the call; and the stop
+    rule, with a plateau behind the row and a floor to judge it by, does not say STOP on those claims."""
     from harness import _common
     from harness.decide import floor
 
-    r = experiment(ws, bundle(tmp_path / "c", ["inflates_flops", "forges_profile"]), "forged figures")
+    r = experiment(ws, bundle(tmp_path / "c", ["inflates_flops", "forges_profile", "forges_host"]), "forged figures")
     no_traceback(r)
     mine = [row for row in rows(ws) if row["desc"] == "forged figures"]
     assert len(mine) == 1 and mine[0]["status"] == "keep", f"not a keeper, so not counted: {mine} {r.stderr[-1000:]}"
@@ -626,6 +627,9 @@ def test_the_workers_figures_stay_claims(ws: Path, tmp_path: Path) -> None:
     assert claims.get("executed_flops", 0) > 2 * 65536 ** 3 and "executed_flops" not in facts, \
         f"the worker's FLOP count is not kept as a claim: {({k: facts.get(k) for k in ('claims', 'executed_flops')})}"
     assert (claims.get("profile") or {}).get("busy_fraction") == 1.0, f"the forged profile is not kept as a claim: {claims}"
+    assert claims.get("host") == [[[0.0, 0.0]]] * len(facts["checked"]), f"the forged host figures: {claims.get('host')}"
+    assert min(c["seconds"] for c in facts["checked"]) >= 0.02, \
+        f"a call timed under the toy's honest 20 ms: {[c['seconds'] for c in facts['checked']]}"  # the harness's clock
     goals = _common.load_goals()
     plateau = [{**mine[0], "exp": f"x{i:03d}", "status": "revert"} for i in range(goals["stop_rule"]["plateau_attempts"])]
     gpu_peak = {"device": "cuda", "peak": {"flops": {"rate": 1e9, "op": "a probe"}, "bytes": {"rate": 1e9, "op": "a copy"}}}
