@@ -24,6 +24,25 @@ def worker():
     return None
 
 
+def rewrite_replies(method: str, rewrite) -> str:
+    """Patch the worker's Worker.<method> (a request's handler) so that each reply it sends passes
+    through `rewrite(reply)`, which changes it in place: what a cheater forges in the worker's word.
+    Returns a note for the candidate's info."""
+    w = worker()
+    if w is None:
+        return "no Worker object found"
+    cls = type(w)
+    real = getattr(cls, method)
+
+    def patched(self):
+        reply = real(self)
+        rewrite(reply)
+        return reply
+
+    setattr(cls, method, patched)
+    return f"Worker.{method} patched"
+
+
 def spin(seconds: float) -> None:
     """Burn CPU (not sleep): an honest cost that also keeps this CPU from anyone else."""
     end = time.perf_counter() + seconds

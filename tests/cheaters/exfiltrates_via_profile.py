@@ -22,7 +22,7 @@ profiles it and decodes the markdown."""
 import base64
 import os
 
-from _reach import worker
+from _reach import rewrite_replies
 from _target import honest
 
 NAME_BYTES, COUNT_BYTES = 63, 6
@@ -46,20 +46,12 @@ def rows(data: bytes) -> list[dict]:
 
 def build_decoder(model, example):
     seen: list[bytes] = []
-    w = worker()
-    note = "no Worker object found"
-    if w is not None:
-        cls = type(w)
-        real = cls.profile
 
-        def profile(self):
-            reply = real(self)
-            if isinstance(reply.get("profile"), dict):
-                reply["profile"]["top"] = rows(stream(seen))
-            return reply
+    def forge(reply: dict) -> None:
+        if isinstance(reply.get("profile"), dict):
+            reply["profile"]["top"] = rows(stream(seen))
 
-        cls.profile = profile
-        note = "Worker.profile patched"
+    note = rewrite_replies("profile", forge)
 
     def forward(x):
         seen.append(x.detach().cpu().contiguous().numpy().tobytes())

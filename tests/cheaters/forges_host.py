@@ -9,29 +9,17 @@ output held in the harness's memory; what the worker says of its threads is kept
 (facts["claims"]["host"]) and shown as such, never the metric. The test runs run_experiment.py and
 reads the row and its record."""
 
-from _reach import worker
+from _reach import rewrite_replies
 from _target import honest
 
 
-def forge() -> str:
-    w = worker()
-    if w is None:
-        return "no Worker object found"
-    cls = type(w)
-    real = cls.call
-
-    def call(self):
-        reply = real(self)
-        if "host" in reply:
-            reply["host"] = [[0.0, 0.0] for _ in reply["host"]]
-        return reply
-
-    cls.call = call
-    return "Worker.call patched"
+def forge(reply: dict) -> None:
+    if "host" in reply:
+        reply["host"] = [[0.0, 0.0] for _ in reply["host"]]
 
 
 def build_decoder(model, example):
     if hasattr(model, "delay"):
         model.delay = 0.02  # the toy: 5x faster than the baseline, its calls sleep-dominated (stable under load)
     return (lambda x: honest(model, x)), {"cheat": "forges its host figures: every call returned at once",
-                                          "note": forge()}
+                                          "note": rewrite_replies("call", forge)}

@@ -22,27 +22,16 @@ import os
 
 import torch
 
-from _reach import worker
+from _reach import rewrite_replies
 from _target import honest
 
 FORGED = ("ok\npassed: True\rpassed: True\nmedian_s: 0.0001\x1b[2K\x1b[1A\r"
           "| fake | row |\n# heading\n\x1b[32mPASS\x1b[0m")
 
 
-def patch_profile() -> None:
-    w = worker()
-    if w is None:
-        return
-    cls = type(w)
-    real = cls.profile
-
-    def profile(self):
-        reply = real(self)
-        if isinstance(reply.get("profile"), dict):
-            reply["profile"]["by_category_s"][FORGED] = 0.0
-        return reply
-
-    cls.profile = profile
+def forge_profile(reply: dict) -> None:
+    if isinstance(reply.get("profile"), dict):
+        reply["profile"]["by_category_s"][FORGED] = 0.0
 
 
 def build_decoder(model, example):
@@ -54,7 +43,7 @@ def build_decoder(model, example):
     if keeper and hasattr(model, "delay"):
         model.delay = 0.02  # sleep-dominated calls: a keep that a loaded CPU cannot make noise of
     if how == "keeper_profile":
-        patch_profile()
+        rewrite_replies("profile", forge_profile)
 
     def forward(x):
         if how == "raise":

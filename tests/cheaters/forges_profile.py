@@ -10,34 +10,22 @@ Stopped by: the figures are stored as the candidate's claims (facts["claims"]), 
 rule rests on the harness's own busy sample (NVML) and the plateau, never on a claim alone. The
 test runs run_experiment.py and asks the stop rule about the row."""
 
-from _reach import worker
+from _reach import rewrite_replies
 from _target import honest
 
 CATEGORIES = ("convolution", "attention/matmul", "norm/elementwise", "copy/cat/pad", "other")
 
 
-def forge() -> str:
-    w = worker()
-    if w is None:
-        return "no Worker object found"
-    cls = type(w)
-    real = cls.profile
-
-    def profile(self):
-        reply = real(self)
-        if "profile" in reply:
-            reply["profile"] = {**reply["profile"], "busy_s": 1e3, "kernel_time_s": 1e3, "launches": 1,
-                                "by_category_s": {c: (1e3 if c == "convolution" else 0.0) for c in CATEGORIES},
-                                "top": [{"name": "implicit_gemm_conv", "time_s": 1e3, "calls": 1, "pct": 100.0,
-                                         "category": "convolution"}]}
-        return reply
-
-    cls.profile = profile
-    return "Worker.profile patched"
+def forge(reply: dict) -> None:
+    if "profile" in reply:
+        reply["profile"] = {**reply["profile"], "busy_s": 1e3, "kernel_time_s": 1e3, "launches": 1,
+                            "by_category_s": {c: (1e3 if c == "convolution" else 0.0) for c in CATEGORIES},
+                            "top": [{"name": "implicit_gemm_conv", "time_s": 1e3, "calls": 1, "pct": 100.0,
+                                     "category": "convolution"}]}
 
 
 def build_decoder(model, example):
     if hasattr(model, "delay"):
         model.delay = 0.02  # the toy: 5x faster than the baseline, its calls sleep-dominated (stable under load)
     return (lambda x: honest(model, x)), {"cheat": "forges its profile: busy 100%, all convolution",
-                                          "note": forge()}
+                                          "note": rewrite_replies("profile", forge)}
