@@ -12,10 +12,11 @@ upper bound. The processes at the peak are listed. The machine's load average is
 printed too: other jobs on the same cores stretch the wall time, not the CPU time.
 
 --per-test N also loads this file as a pytest plugin and prints the N tests (setup, call and
-teardown together) that took the most wall time, with the CPU seconds they cost (pytest and every
-child it waited for: os.times()) and the peak summed PSS while they ran, which do not depend on
-what else the machine is doing. Give it pytest args without -n: under xdist the tests run in
-worker processes, where this plugin's CPU clock is not.
+teardown together) that took the most wall time, with the CPU seconds they cost and the peak summed
+PSS while they ran. The CPU is read in the process that runs the test (under pytest-xdist, its
+worker): its own and that of every child it waited for (os.times()), so the sandboxed workers and
+harness tools a test starts count in it, whatever else the machine is doing; the wall time includes
+a wait for the `alone`/`big` lock (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 LOG_ENV = "MEASURE_TESTS_LOG"
@@ -74,24 +77,22 @@ def tree_memory(root: int) -> tuple[int, int, list[tuple[int, int, str]]]:
 
 # --- the pytest plugin half (loaded in the pytest process with -p measure_tests) ------------------
 
-_start: dict[str, tuple[float, float]] = {}
-
-
 def _cpu() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
 
 
-def pytest_runtest_logstart(nodeid, location):  # noqa: ARG001
-    _start[nodeid] = (time.time(), _cpu())
-
-
-def pytest_runtest_logfinish(nodeid, location):  # noqa: ARG001
-    t0, c0 = _start.pop(nodeid, (time.time(), _cpu()))
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
+    """Around one test's setup, call and teardown, in the process that runs it (an xdist worker's,
+    where the controller's report hooks would see none of its CPU). One line each, appended."""
+    t0, c0 = time.time(), _cpu()
+    yield
     path = os.environ.get(LOG_ENV)
     if path:
         with open(path, "a") as f:
-            f.write(json.dumps({"id": nodeid, "t0": t0, "t1": time.time(), "cpu": _cpu() - c0}) + "\n")
+            f.write(json.dumps({"id": item.nodeid, "t0": t0, "t1": time.time(), "cpu": _cpu() - c0}) + "\n")
+
 
 
 # --- the runner ------------------------------------------------------------------------------------
