@@ -94,7 +94,6 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
             f.write(json.dumps({"id": item.nodeid, "t0": t0, "t1": time.time(), "cpu": _cpu() - c0}) + "\n")
 
 
-
 # --- the runner ------------------------------------------------------------------------------------
 
 def main() -> int:

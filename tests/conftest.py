@@ -60,7 +60,7 @@ os.environ["AUTO_OPTIM_KEY_DIR"] = tempfile.mkdtemp(prefix="auto-optim-test-key-
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # One thread a process: the two pytest workers and the processes they start already keep both
 # cores busy, and a second thread in each only adds synchronization. Measured on session 33's
-# 2-core VM, the whole suite: 983 CPU s with torch's default of 2 threads, 851 with 1 (-13%).
+# 2-core VM, the whole suite: 983 CPU s with torch's default of 2 threads, 851-862 with 1 (-12%).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The test repositories' commits (the tests' own and run_experiment's) need an author: on a fresh
 # HOME with no git config, `git commit` refuses ("Author identity unknown"). The variables beat
