@@ -75,7 +75,7 @@ def tree_memory(root: int) -> tuple[int, int, list[tuple[int, int, str]]]:
     return pss, rss, each
 
 
-# --- the pytest plugin half (loaded in the pytest process with -p measure_tests) ------------------
+# --- the pytest plugin half (-p measure_tests: loaded in every process that runs tests) -----------
 
 def _cpu() -> float:
     t = os.times()
