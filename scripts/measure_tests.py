@@ -15,8 +15,9 @@ printed too: other jobs on the same cores stretch the wall time, not the CPU tim
 teardown together) that took the most wall time, with the CPU seconds they cost and the peak summed
 PSS while they ran. The CPU is read in the process that runs the test (under pytest-xdist, its
 worker): its own and that of every child it waited for (os.times()), so the sandboxed workers and
-harness tools a test starts count in it, whatever else the machine is doing; the wall time includes
-a wait for the `alone`/`big` lock (tests/conftest.py).
+harness tools a test starts count in it, whatever else the machine is doing. The wait for the
+`alone`/`big` lock is not in a test's wall time (tests/conftest.py takes the lock around this
+plugin's timing): it is in the seconds between a worker's tests, printed per xdist worker last.
 """
 
 from __future__ import annotations
@@ -91,10 +92,23 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
     path = os.environ.get(LOG_ENV)
     if path:
         with open(path, "a") as f:
-            f.write(json.dumps({"id": item.nodeid, "t0": t0, "t1": time.time(), "cpu": _cpu() - c0}) + "\n")
+            f.write(json.dumps({"id": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "-"),
+                                "t0": t0, "t1": time.time(), "cpu": _cpu() - c0}) + "\n")
 
 
 # --- the runner ------------------------------------------------------------------------------------
+
+def print_waits(tests: list[dict]) -> None:
+    """Each xdist worker's time between its tests: mostly the wait for the `alone`/`big` lock, which
+    tests/conftest.py takes outside this file's timing, while that core has nothing to do."""
+    by_worker: dict[str, list[dict]] = {}
+    for t in sorted(tests, key=lambda t: t["t0"]):
+        by_worker.setdefault(t.get("worker", "-"), []).append(t)
+    for worker, mine in sorted(by_worker.items()):
+        gaps = [(b["t0"] - a["t1"], b["id"]) for a, b in zip(mine, mine[1:]) if b["t0"] - a["t1"] > 1.0]
+        print(f"measure_tests: worker {worker}: {len(mine)} tests, {sum(g for g, _ in gaps):.1f} s between tests"
+              + "".join(f"\n  {g:7.1f} s before {name}" for g, name in sorted(gaps, reverse=True)[:5]))
+
 
 def main() -> int:
     args = sys.argv[1:]
@@ -143,6 +157,7 @@ def main() -> int:
         for t in sorted(tests, key=lambda t: -t["pss"])[:per_test]:
             print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['pss'] / 2**30:6.2f}  {t['id']}")
         print(f"measure_tests: {len(tests)} tests, {sum(t['cpu'] for t in tests):.0f} CPU s in tests")
+        print_waits(tests)
     print(f"measure_tests: the processes at the peak ({peak / 2**30:.2f} GiB PSS; each: PSS, RSS):")
     for pss, rss, cmd in sorted(at_peak, reverse=True):
         print(f"  {pss / 2**30:5.2f} {rss / 2**30:5.2f} GiB  {cmd[:140]}")
