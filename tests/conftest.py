@@ -87,9 +87,10 @@ FULL_WIDTH = {"vae", "workspace"}
 # under pytest-xdist no long test is left running on one worker while the other has nothing to
 # do. The modules of many short tests (the cheaters, ...) come after them and fill the gaps.
 # test_wave (big) comes well after test_llm_harness (big), so that it rarely waits for it; and
-# test_llm_harness after test_run_experiment's and test_claude_code_e2e's: the first worker done with
-# test_hooks would otherwise take it while test_calibration (alone, ~50 s) still holds the lock, and
-# wait for it with nothing to do (29 s of an idle core in a session-34 run; 11 s in all, both workers, after the move).
+# test_llm_harness after test_run_experiment's and test_claude_code_e2e's: the first worker done
+# with test_hooks would otherwise take it while test_calibration (alone, ~50 s) still holds the
+# lock, and wait with nothing to do (29 s of an idle core in a session-34 run; after the move, 11 s
+# between tests in all, both workers).
 # test_fast_path.py first: its two Triton-interpreter tests are the suite's longest single tests
 # (one CPU-bound process each, small in memory): started first, so that neither is left running
 # at the end with the other core idle.
