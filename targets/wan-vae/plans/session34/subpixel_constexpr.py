@@ -2,9 +2,12 @@
 index in int32 and divided by a constant (REPEATS a tl.constexpr) instead of a per-element int64
 division by a runtime value. Each replaced text must occur exactly once.
 
-    python subpixel_constexpr.py optimize.py OUT.py [ELEMENTS WARPS]
+    python subpixel_constexpr.py optimize.py OUT.py [ELEMENTS WARPS | in-line]
 
-ELEMENTS, WARPS: a program of the merge takes ELEMENTS // C rows (optimize.py: 4096) on WARPS warps (4)."""
+ELEMENTS, WARPS: a program of the merge takes ELEMENTS // C rows (optimize.py: 4096) on WARPS warps (4).
+in-line: also, where a program's rows lie in one row of the 2x image (BLOCK_R divides 2 W: every shape of
+the 720p decode), the program finds that row's frame and height once (scalars), not per row (int64
+divisions by runtime values in each thread)."""
 
 import sys
 from pathlib import Path
@@ -35,7 +38,37 @@ EDITS = [
             C=c, FT=factor_t, REPEATS=c * factor_t * 4 // c_src, NORM=norm is not None, BLOCK_R=blk, num_warps=4)"""),
 ]
 
-if len(sys.argv) == 5:
+IN_LINE = [
+    ("""                         NORM: tl.constexpr, BLOCK_R: tl.constexpr):
+        # One output pixel (t, 2i + p, 2j + q) a row; C channels a row.
+        r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        c = tl.arange(0, C)
+        mask = (r < rows)[:, None]
+        r = r.to(tl.int64)
+        xx = r % (2 * W)
+        yy = (r // (2 * W)) % (2 * H)
+        t = r // (4 * H * W)""",
+     """                         NORM: tl.constexpr, BLOCK_R: tl.constexpr, IN_LINE: tl.constexpr):
+        # One output pixel (t, 2i + p, 2j + q) a row; C channels a row.
+        r0 = tl.program_id(0).to(tl.int64) * BLOCK_R
+        r = r0 + tl.arange(0, BLOCK_R)
+        c = tl.arange(0, C)
+        mask = (r < rows)[:, None]
+        if IN_LINE:  # the program's rows lie in one row of the 2x image: its frame and height, once
+            xx = r0 % (2 * W) + tl.arange(0, BLOCK_R)
+            yy = (r0 // (2 * W)) % (2 * H)
+            t = r0 // (4 * H * W)
+        else:
+            xx = r % (2 * W)
+            yy = (r // (2 * W)) % (2 * H)
+            t = r // (4 * H * W)"""),
+    ("NORM=norm is not None, BLOCK_R=blk, num_warps=4)",
+     "NORM=norm is not None, BLOCK_R=blk, IN_LINE=(2 * w) % blk == 0, num_warps=4)"),
+]
+if sys.argv[3:] == ["in-line"]:
+    EDITS[3] = (EDITS[3][0], EDITS[3][1].replace(*IN_LINE[1]))
+    EDITS.append(IN_LINE[0])
+elif len(sys.argv) == 5:
     elements, warps = int(sys.argv[3]), int(sys.argv[4])
     EDITS.append(("""        blk = _rows_block(c)
         _subpixel_kernel[(triton.cdiv(rows, blk),)](""", f"""        blk = max(1, {elements} // c)
