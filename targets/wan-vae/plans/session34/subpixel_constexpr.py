@@ -10,7 +10,8 @@ the 720p decode), the program finds that row's frame and height once (scalars), 
 divisions by runtime values in each thread)."""
 
 import sys
-from pathlib import Path
+
+from _edits import write_variant  # this folder: the script's own
 
 EDITS = [
     ('@triton.jit(do_not_specialize=["rows", "H", "W", "C_SRC", "REPEATS", "T_SHIFT"])',
@@ -74,8 +75,4 @@ elif len(sys.argv) == 5:
         _subpixel_kernel[(triton.cdiv(rows, blk),)](""", f"""        blk = max(1, {elements} // c)
         _subpixel_kernel[(triton.cdiv(rows, blk),)]("""))
     EDITS[3] = (EDITS[3][0], EDITS[3][1].replace("num_warps=4", f"num_warps={warps}"))
-text = Path(sys.argv[1]).read_text()
-for old, new in EDITS:
-    assert text.count(old) == 1, f"expected once in {sys.argv[1]}: {old[:70]!r}"
-    text = text.replace(old, new)
-Path(sys.argv[2]).write_text(text)
+write_variant(sys.argv[1], sys.argv[2], EDITS)

@@ -5,7 +5,8 @@ running at once read whole pixels and write whole rows (channels last), not one 
 the phase convs' input transform too. Each replaced text must occur exactly once."""
 
 import sys
-from pathlib import Path
+
+from _edits import write_variant  # this folder: the script's own
 
 EDITS = [
     ("""        u = tl.program_id(1)
@@ -33,8 +34,4 @@ EDITS = [
      "_input_transform[(triton.cdiv(tiles, in_p) * (c // in_c), f)]("),
 ]
 
-text = Path(sys.argv[1]).read_text()
-for old, new in EDITS:
-    assert text.count(old) == 1, f"expected once in {sys.argv[1]}: {old[:70]!r}"
-    text = text.replace(old, new)
-Path(sys.argv[2]).write_text(text)
+write_variant(sys.argv[1], sys.argv[2], EDITS)
