@@ -103,7 +103,7 @@ def print_waits(tests: list[dict]) -> None:
     tests/conftest.py takes outside this file's timing, while that core has nothing to do."""
     by_worker: dict[str, list[dict]] = {}
     for t in sorted(tests, key=lambda t: t["t0"]):
-        by_worker.setdefault(t.get("worker", "-"), []).append(t)
+        by_worker.setdefault(t["worker"], []).append(t)
     for worker, mine in sorted(by_worker.items()):
         gaps = [(b["t0"] - a["t1"], b["id"]) for a, b in zip(mine, mine[1:]) if b["t0"] - a["t1"] > 1.0]
         print(f"measure_tests: worker {worker}: {len(mine)} tests, {sum(g for g, _ in gaps):.1f} s between tests"

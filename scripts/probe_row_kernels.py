@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import torch
-from _probe import load_module
+from _probe import load_module, median_ms
 
 CL = torch.channels_last_3d
 DT = torch.bfloat16
@@ -70,15 +70,9 @@ def main() -> None:
         for m in mods:  # compile and warm up
             fn(m)
         times: list[list[float]] = [[] for _ in mods]
-        for _ in range(7):
+        for _ in range(7):  # a trial of each candidate in turn
             for k, m in enumerate(mods):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                for _ in range(10):
-                    fn(m)
-                b.record()
-                b.synchronize()
-                times[k].append(a.elapsed_time(b) / 10)
+                times[k].append(median_ms(lambda m=m: fn(m), trials=1, reps=10, warmup=0))
         medians = [statistics.median(t) for t in times]
         cols = "  ".join(f"{ms:7.3f} ms {moved / ms / 1e6:6.0f} GB/s" for ms in medians)
         print(f"{label:38s} {moved / 1e9:6.2f} GB  {cols}")
