@@ -184,27 +184,39 @@ if triton is not None:
         if NORM:
             _store_norm_silu(y.to(tl.float32), gamma_ptr, normed_ptr, offs, mask, c)
 
-    @triton.jit(do_not_specialize=["rows", "H", "W", "C_SRC", "REPEATS", "T_SHIFT"])
+    @triton.jit(do_not_specialize=["rows", "H", "W", "C_SRC", "T_SHIFT"])
     def _subpixel_kernel(o_ptr, bias_ptr, src_ptr, out_ptr, gamma_ptr, normed_ptr, rows, H, W, C_SRC,
-                         REPEATS, T_SHIFT, C: tl.constexpr, FT: tl.constexpr, NORM: tl.constexpr,
-                         BLOCK_R: tl.constexpr):
+                         T_SHIFT, C: tl.constexpr, FT: tl.constexpr, REPEATS: tl.constexpr,
+                         NORM: tl.constexpr, BLOCK_R: tl.constexpr, IN_LINE: tl.constexpr):
         # One output pixel (t, 2i + p, 2j + q) a row; C channels a row.
-        r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        r0 = tl.program_id(0).to(tl.int64) * BLOCK_R
+        r = r0 + tl.arange(0, BLOCK_R)
         c = tl.arange(0, C)
         mask = (r < rows)[:, None]
-        r = r.to(tl.int64)
-        xx = r % (2 * W)
-        yy = (r // (2 * W)) % (2 * H)
-        t = r // (4 * H * W)
+        if IN_LINE:  # the program's rows lie in one row of the 2x image: its frame and height, once
+            xx = r0 % (2 * W) + tl.arange(0, BLOCK_R)
+            yy = (r0 // (2 * W)) % (2 * H)
+            t = r0 // (4 * H * W)
+        else:
+            xx = r % (2 * W)
+            yy = (r // (2 * W)) % (2 * H)
+            t = r // (4 * H * W)
         i, p, j, q = yy // 2, yy % 2, xx // 2, xx % 2
         o_row = (t * H + i) * W + j  # the phases on the small image's grid (_output_transform7)
         y = tl.load(o_ptr + o_row[:, None] * (4 * C) + ((2 * p + q) * C)[:, None] + c[None, :],
                     mask=mask, other=0.0).to(tl.float32)
         y += tl.load(bias_ptr + c)[None, :]
         ts = t + T_SHIFT
-        k = c[None, :] * (FT * 4) + ((ts % FT) * 4 + p * 2 + q)[:, None]
+        # The shortcut's channel for channel c of phase ph: (4 FT c + ph) // REPEATS, in int32 and by a
+        # constant; where REPEATS divides 4 FT (every upsampling of the Wan 2.2 decoder) the division is
+        # a row's, not an element's.
+        ph = ((ts % FT) * 4 + p * 2 + q).to(tl.int32)
+        if (FT * 4) % REPEATS == 0:
+            k = c[None, :] * (FT * 4 // REPEATS) + (ph // REPEATS)[:, None]
+        else:
+            k = (c[None, :] * (FT * 4) + ph[:, None]) // REPEATS
         s_row = ((ts // FT) * H + i) * W + j
-        y += tl.load(src_ptr + s_row[:, None] * C_SRC + k // REPEATS, mask=mask, other=0.0).to(tl.float32)
+        y += tl.load(src_ptr + s_row[:, None] * C_SRC + k, mask=mask, other=0.0).to(tl.float32)
         y = y.to(out_ptr.dtype.element_ty)
         offs = r[:, None] * C + c[None, :]
         tl.store(out_ptr + offs, y, mask=mask)
@@ -315,9 +327,10 @@ if triton is not None:
         # d: [frames, H, W, C]; v: [64, tiles, TB, C]. A program: BLOCK_P tiles of input frame u, which
         # is V's frame V0 + u. SIDE: the output tile's side, 6 for F(6x6, 3x3), 7 for F(7x7, 2x2) (the
         # same eight points, so the same B^T); a tile's 8x8 patch starts one row and column before it.
-        u = tl.program_id(1)
-        p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-        cb = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+        # The channel blocks of the same tiles are neighbours in launch order.
+        u, blocks_c = tl.program_id(1), C // BLOCK_C
+        p = tl.program_id(0) // blocks_c * BLOCK_P + tl.arange(0, BLOCK_P)
+        cb = tl.program_id(0) % blocks_c * BLOCK_C + tl.arange(0, BLOCK_C)
         pmask = p < tiles
         y, x = SIDE * (p // tiles_w) - 1, SIDE * (p % tiles_w) - 1
         d_ptrs = d_ptr + (((u * H + y) * W + x).to(tl.int64) * C)[:, None] + cb[None, :]
@@ -392,8 +405,10 @@ if triton is not None:
     def _output_transform(m_ptr, out_ptr, tiles_w, tiles, rows_total, H, W, inv_scale, CO,
                           BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
         # m: [64, T x tiles, CO] (fp16 on CUDA); out: [T, H, W, CO]. Row r = (frame t, tile).
-        r = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-        cb = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        # The channel blocks of the same rows are neighbours in launch order.
+        blocks_c = CO // BLOCK_C
+        r = tl.program_id(0) // blocks_c * BLOCK_P + tl.arange(0, BLOCK_P)
+        cb = tl.program_id(0) % blocks_c * BLOCK_C + tl.arange(0, BLOCK_C)
         mask = (r < rows_total)[:, None]
         m_ptrs = m_ptr + (r.to(tl.int64) * CO)[:, None] + cb[None, :]
         e_stride = rows_total.to(tl.int64) * CO
@@ -648,8 +663,8 @@ def subpixel_merge(o: Tensor, bias: Tensor, src: Tensor, factor_t: int, first_ch
         blk = _rows_block(c)
         _subpixel_kernel[(triton.cdiv(rows, blk),)](
             o[b], bias, src[b], out[b], norm[0] if norm else bias, norm[1][b] if norm else out[b],
-            rows, h, w, c_src, c * factor_t * 4 // c_src, factor_t - 1 if first_chunk else 0,
-            C=c, FT=factor_t, NORM=norm is not None, BLOCK_R=blk, num_warps=4)
+            rows, h, w, c_src, factor_t - 1 if first_chunk else 0,
+            C=c, FT=factor_t, REPEATS=c * factor_t * 4 // c_src, NORM=norm is not None, BLOCK_R=blk, IN_LINE=(2 * w) % blk == 0, num_warps=4)
     return out
 
 
@@ -810,7 +825,7 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
 
     def transform(src: Tensor, v: Tensor, v0: int) -> None:
         """src's frames [frames, H, W, C] (dense rows) into V's frames v0 on."""
-        _input_transform[(triton.cdiv(tiles, in_p), src.shape[0], c // in_c)](
+        _input_transform[(triton.cdiv(tiles, in_p) * (c // in_c), src.shape[0])](
             src, v, tiles_w, tiles, h, w, v.shape[2], v0, C=c, BLOCK_P=in_p, BLOCK_C=in_c, num_warps=in_warps)
 
     for b in range(n):
@@ -842,7 +857,7 @@ def winograd_conv(buf: Tensor, u: Tensor, inv_scale: float, history: Tensor | No
                     m = m_flat[:POINTS * k * tiles * co].view(POINTS, k * tiles, co)
                 torch.bmm(a, u, out=m)
                 o = out[b, :, t0 + j:t0 + j + k].permute(1, 2, 3, 0)  # k, H, W, Co: dense rows
-                _output_transform[(triton.cdiv(k * tiles, out_p), co // out_c)](
+                _output_transform[(triton.cdiv(k * tiles, out_p) * (co // out_c),)](
                     m, o, tiles_w, tiles, k * tiles, h, w, inv_scale, CO=co, BLOCK_P=out_p, BLOCK_C=out_c,
                     num_warps=out_warps)
     return out
@@ -918,7 +933,7 @@ def subpixel_phase_conv(y: Tensor, u: Tensor, inv_scale: float) -> Tensor:
             v = v_flat[:POINTS * tiles * f * c].view(POINTS, tiles, f, c)  # row (tile, frame)
             src = y[b, :, t0:t0 + f].permute(1, 2, 3, 0)
             assert src.is_contiguous(), "the upsampling's input must be channels-last-3d"
-            _input_transform[(triton.cdiv(tiles, in_p), f, c // in_c)](
+            _input_transform[(triton.cdiv(tiles, in_p) * (c // in_c), f)](
                 src, v, tiles_w, tiles, h, w, f, 0, C=c, BLOCK_P=in_p,
                 BLOCK_C=in_c, SIDE=SUBPIXEL_TILE, num_warps=in_warps)
             k = f if few else 1  # frames a GEMM
