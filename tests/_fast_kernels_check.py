@@ -71,6 +71,15 @@ for ft, first, tt in ((1, False, 3), (2, False, 4), (2, True, 3)):
         m.norm_silu_torch(want, gamma, None, normed)
         close(f"subpixel_merge ft={ft} first={first} (normalized)", dest[:, :, 2:], normed)
         assert dest[:, :, :2].abs().max() == 0, "the history frames were overwritten"
+# The 720p decode's case: each program's rows lie in one row of the 2x image (64 channels, so 64 rows a
+# program; 2 w = 128, two programs a row), where the kernel finds their frame and height once; and a
+# shortcut whose repeat (16: 4 source channels) does not divide 4 FT, where the division is each element's.
+for cc, hh, ww, ft, c_src, label in ((64, 2, 64, 2, 128, "in line"), (8, 4, 5, 2, 4, "repeat 16")):
+    o, b_c = rand(1, 4 * cc, 3, hh, ww), torch.randn(cc, generator=g)
+    src = rand(1, c_src, 2, hh, ww)
+    want = torch.empty(1, cc, 3, 2 * hh, 2 * ww)
+    m.subpixel_merge_torch(o, b_c, src, ft, True, want)
+    close(f"subpixel_merge ({label})", m.subpixel_merge(o, b_c, src, ft, True), want)
 
 # time upsample interleave and the head's unpatchify + clamp
 if hasattr(m, "frames_from_channels_torch"):
@@ -116,6 +125,11 @@ if hasattr(m, "winograd_conv"):
             history = buf[:, :, :2].clone(memory_format=CL)
             close(f"winograd_conv {co}x{hh}x{ww}x{tt} cap={cap} few={few} rows={rows} (history apart)",
                   m.winograd_conv(buf[:, :, 2:], *m.winograd_weight(wt, torch.float32), history), want, tol=2e-4)
+    # Two input channel blocks of the shipped 64: a program's block and tiles both come from its launch index.
+    m.WINOGRAD_BYTES, m.WINOGRAD_FEW_TILES, m.WINOGRAD_GEMM_ROWS = 1 << 30, 64, 512
+    buf, wt = rand(1, 128, 5, 7, 8), torch.randn(64, 128, 3, 3, 3, generator=g) / 56
+    close("winograd_conv 128 input channels", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)),
+          torch.nn.functional.conv3d(buf, wt, padding=(0, 1, 1)), tol=2e-4)
 # The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) against F.conv3d with the phase kernels,
 # each phase shifted onto the small image's grid (phases_on_grid: the rows and columns it drops are
 # the ones a shift misplaces): 7x7 tiles sticking out of the (h + 1) x (w + 1) output, four output-channel

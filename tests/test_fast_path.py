@@ -55,6 +55,7 @@ def test_kernels_match_torch_oracles() -> None:
     p = run_interpreted(str(REPO / "tests" / "_fast_kernels_check.py"), str(VAE / "optimize.py"))
     assert p.returncode == 0 and "all kernels match" in p.stdout, p.stdout + p.stderr[-2000:]
     shipped = ["norm_silu bias=True", "residual_sum (normalized)", "subpixel_merge ft=2 first=True (normalized)",
+               "subpixel_merge (in line)", "subpixel_merge (repeat 16)", "winograd_conv 128 input channels",
                "frames_from_channels", "finish (head taps)", "residual_sum (normed only)",
                *(f"winograd_conv {case}{apart}" for apart in ("", " (history apart)") for case in (
                    "64x7x8x3 cap=1073741824 few=64 rows=512", "64x7x8x5 cap=1073741824 few=64 rows=12",
