@@ -190,8 +190,9 @@ def test_a_probe_waits_for_the_device(tmp_path: Path) -> None:
 
 def test_verdict_on_a_cpu_says_a_cpu_has_no_floor(at_toy: Path, capsys: pytest.CaptureFixture) -> None:
     """Issue 43: `floor.py --verdict` on a CPU said "no floor on this machine (python harness/decide/floor.py
-    probes it)", a command that changes nothing there. It now says plainly that a CPU has no floor."""
+    probes it)", a command that changes nothing there. It now says plainly that a CPU has no floor, and
+    names the commands a person and the agent type on the GPU machine."""
     assert floor.main(["--verdict", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "A CPU has no floor" in out and "run floor.py --verdict on the GPU machine" in out, out
+    assert "A CPU has no floor" in out and "ask for the verdict on the GPU machine (`auto-optim floor --verdict`" in out, out
     assert "auto-optim floor probes it" not in out and "auto-optim profile" not in out, out

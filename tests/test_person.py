@@ -40,6 +40,8 @@ def test_it_works_for_a_person():
     r = run("settings", "--check")
     assert r.returncode == 0 and "as generated" in r.stdout, r.stdout + r.stderr
     assert "no verb 'apply-all'" in refused(run("apply-all"))
+    usage = run("run", "--help")  # each tool's usage names the verb a person typed
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: auto-optim run ["), usage.stdout[:200]
 
 
 def test_help_lists_every_verb(capsys):

@@ -158,7 +158,7 @@ def build_decoder(model, example_input):
 
 README = '''# Target {name}
 
-Made by `python -P -m harness.cli.new_target {name}`: a working stand-in to replace.
+Made by `auto-optim new-target {name}`: a working stand-in to replace.
 
 1. **The model and its adapter**: `{package}/target.py`. Replace `Model` and `load_model` with your
    frozen model, `make_input` with your input (token ids, a latent, ...), `compare` with your
@@ -229,13 +229,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"{prog or 'new_target'}: {e}", file=sys.stderr)
         return 2
     goals = (folder / "goals.json").as_posix()
+    settings = ""
     if Path(os.path.abspath(folder)).parent == _common.REPO / "targets" and (_common.REPO / ".claude").is_dir():
         from harness.cli.settings import write_settings
 
-        write_settings()
+        write_settings()  # the agent's rules name each target's files: commit them with the target
+        settings = " .claude/settings.json"
     console.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
-            "next: replace the stand-in (README.md there), then",
-            f"  git add {folder.as_posix()} && git commit -m \"target {a.name}\"",
+            "next: replace the stand-in (README.md there; it runs as it is, so these lines also work first), then",
+            f"  git add {folder.as_posix()}{settings} && git commit -m \"target {a.name}\"",
             f"  auto-optim prepare --target {a.name}",
             f"  auto-optim run --target {a.name} --desc \"first run\""],
            {"target": a.name, "dir": str(folder), "goals": goals})

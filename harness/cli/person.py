@@ -160,6 +160,7 @@ def _run_tool(verb: str, rest: list[str]) -> int:
     from harness import goals, paths
     from harness.sandbox.interpreter import untrusted_python
 
+    sys.argv[0] = f"auto-optim {verb}"  # each tool's parser takes its usage line's name from here
     early = argparse.ArgumentParser(prog=f"auto-optim {verb}", add_help=False)
     paths.add_target_option(early)  # the target first: its folder is checked below
     early.parse_known_args(rest)

@@ -268,9 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             preset = _common.pick_preset(goals, a.preset, device)
             gpu = machine.env_info(device)["gpu"]
             if machine.on_cpu(gpu):  # no probe, profile or busy figure here can change that
-                console.emit([f"stop rule on {gpu} [{preset}]: not judged on a CPU. A CPU has no floor (its probed rates "
-                              f"are no peak a GPU candidate is held to) and no GPU busy figure, so no run here can meet "
-                              f"the stop rule, and floor.py changes nothing; run floor.py --verdict on the GPU machine"],
+                console.emit([f"stop rule on {gpu} [{preset}]: not judged on a CPU. A CPU has no floor (its probed "
+                              "rates are no peak a GPU candidate is held to) and no GPU busy figure, so no run here can "
+                              "meet the stop rule, and a floor probe here changes nothing; ask for the verdict on the GPU "
+                              'machine (`auto-optim floor --verdict`; the agent: request.json {"run": "floor"})'],
                              {"stop": False, "best": None, "reasons": ["a CPU has no floor"]})
                 return 0
             stop, why, exp = verdict_for_rows(results.rows(), goals, preset, gpu, load_peak(gpu), adapter,

@@ -114,7 +114,7 @@ def restore(keeper: dict[str, str] | None, goals: dict[str, Any], preset: str, r
         blob = git_plumbing.show(repo, keeper["commit"], rel)
         if blob is None:
             return f"{name} left as it is: {rel} is not in {keeper['exp']}'s commit {keeper['commit']}"
-        source, where = blob.decode(), f"the version committed with {keeper['exp']} ({keeper['commit']})"
+        source, where = blob.decode(), f"{keeper['exp']}'s code (commit {keeper['commit']})"
     else:
         return f"{name} left as it is (no keeper to restore yet)"
     try:
