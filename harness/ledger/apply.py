@@ -167,14 +167,14 @@ def _apply(rec: dict[str, Any], goals: dict[str, Any], rebaseline: bool) -> tupl
     best = None if is_baseline else R.best_row(rows, preset, gpu, better)
     current = None if is_baseline else R.current_row(rows, preset, gpu)
     status = rec["outcome"]
-    verdict, reproduced = "", False
+    verdict = ""
     if status == "measured":
         if is_baseline:
             status = "baseline"
         else:
             v = keep_rule.judge_record(rec, goals, best, current, store.folder,
                                        R.keepers(rows, preset, gpu))
-            status, verdict, reproduced = v.status, v.reason, v.reproduced
+            status, verdict = v.status, v.reason
     base_row = base if not is_baseline else None
     speedup = None
     if status == "baseline":
