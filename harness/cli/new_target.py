@@ -167,7 +167,8 @@ Made by `auto-optim new-target {name}`: a working stand-in to replace.
    what harmless changes reach, what wrong ones do), the metric.
 3. **optimize.py**: the baseline candidate, the frozen model called plainly.
 
-Then, from the repository root:
+Then, from the repository root (add `--rebaseline` to the run if the stand-in already has a baseline:
+the adapter and goals.json are frozen, and a run refuses to compare across a change to them):
 
 ```bash
 git add {dir} && git commit -m "target {name}"
@@ -236,7 +237,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         write_settings()  # the agent's rules name each target's files: commit them with the target
         settings = " .claude/settings.json"
     console.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
-            "next: replace the stand-in (README.md there; it runs as it is, so these lines also work first), then",
+            "next: these run the stand-in as it is; after replacing it (README.md there), commit, prepare again and",
+            "run with --rebaseline (the adapter and goals.json are frozen)",
             f"  git add {folder.as_posix()}{settings} && git commit -m \"target {a.name}\"",
             f"  auto-optim prepare --target {a.name}",
             f"  auto-optim run --target {a.name} --desc \"first run\""],
