@@ -18,7 +18,8 @@
 # PRESET=tiny runs the same steps at the tiny preset (a dry run of a plan on a CPU machine).
 #
 # A `$ ` command finds the plan's candidates, as they were when it started, under
-# $PLAN_CANDIDATES (a bench of one of them after a later line's keep rewrote optimize.py).
+# $PLAN_CANDIDATES (a bench of one of them after a later line's keep rewrote optimize.py), and
+# writes what should come back with the records under $PLAN_OUT (OUTDIR).
 # A plan longer than one device call: scripts/gpu_background.sh starts and polls it.
 #
 # The signing key. Every record is signed with the person's key (harness/ledger/signing.py), and --apply
@@ -36,6 +37,7 @@ out=${1:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
 plan=${2:?usage: gpu_session.sh OUTDIR PLAN [--mp4]}
 mp4=${3:-}
 mkdir -p "$out/recs"
+export PLAN_OUT="$out"
 # plan paths are relative to the target's folder: AUTO_OPTIM_GOALS's, else pyproject.toml's target
 root=$(python3 -P -c 'from harness import paths; print(paths.goals_path().parent)')
 export PYTHONUNBUFFERED=1
