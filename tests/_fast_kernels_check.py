@@ -125,9 +125,10 @@ if hasattr(m, "winograd_conv"):
             history = buf[:, :, :2].clone(memory_format=CL)
             close(f"winograd_conv {co}x{hh}x{ww}x{tt} cap={cap} few={few} rows={rows} (history apart)",
                   m.winograd_conv(buf[:, :, 2:], *m.winograd_weight(wt, torch.float32), history), want, tol=2e-4)
-    # Two input channel blocks of the shipped 64: a program's block and tiles both come from its launch index.
+    # Two input channel blocks of the shipped 64 and three blocks of tiles (13x13: 9 tiles, 4 a program): a
+    # program's channel block and tile block both come from its launch index.
     m.WINOGRAD_BYTES, m.WINOGRAD_FEW_TILES, m.WINOGRAD_GEMM_ROWS = 1 << 30, 64, 512
-    buf, wt = rand(1, 128, 5, 7, 8), torch.randn(64, 128, 3, 3, 3, generator=g) / 56
+    buf, wt = rand(1, 128, 5, 13, 13), torch.randn(64, 128, 3, 3, 3, generator=g) / 56
     close("winograd_conv 128 input channels", m.winograd_conv(buf, *m.winograd_weight(wt, torch.float32)),
           torch.nn.functional.conv3d(buf, wt, padding=(0, 1, 1)), tol=2e-4)
 # The sub-pixel upsampling's phase convs as Winograd F(7x7, 2x2) against F.conv3d with the phase kernels,

@@ -171,7 +171,7 @@ Then, from the repository root (add `--rebaseline` to the run if the stand-in al
 the adapter and goals.json are frozen, and a run refuses to compare across a change to them):
 
 ```bash
-git add {dir} && git commit -m "target {name}"
+git add {dir} && git commit -m "target {name}"    # with .claude/settings.json where new-target rewrote it
 auto-optim prepare --target {name} && auto-optim run --target {name} --desc "first run"
 ```
 
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         from harness.cli.settings import write_settings
 
         write_settings()  # the agent's rules name each target's files: commit them with the target
-        settings = " .claude/settings.json"
+        settings = " " + os.path.relpath(_common.REPO / ".claude" / "settings.json")
     console.emit([f"target {a.name} scaffolded in {folder}: " + ", ".join(p.relative_to(folder).as_posix() for p in written),
             "next: these run the stand-in as it is; after replacing it (README.md there), commit, prepare again and",
             "run with --rebaseline (the adapter and goals.json are frozen)",
