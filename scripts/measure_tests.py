@@ -17,7 +17,10 @@ PSS while they ran. The CPU is read in the process that runs the test (under pyt
 worker): its own and that of every child it waited for (os.times()), so the sandboxed workers and
 harness tools a test starts count in it, whatever else the machine is doing. The wait for the
 `alone`/`big` lock is not in a test's wall time (tests/conftest.py takes the lock around this
-plugin's timing): it is in the seconds between a worker's tests, printed per xdist worker last.
+plugin's timing): it is in the seconds between a worker's tests, printed per xdist worker. Last, the
+machine's idle core-seconds over the run (/proc/stat, read with each memory sample) and the tests
+that were running while the cores idled, each with its share: with two workers on two cores, an idle
+core is a test waiting (a sleep, a child's startup, a lock), which is wall time no CPU cut removes.
 """
 
 from __future__ import annotations
@@ -98,6 +101,29 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
 
 # --- the runner ------------------------------------------------------------------------------------
 
+def cpu_jiffies() -> tuple[int, int]:
+    """(all, idle) of the machine's CPU time since boot, in jiffies: /proc/stat's first line, idle with
+    iowait."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(fields), fields[3] + fields[4]
+
+
+def idle_by_test(tests: list[dict], samples: list[tuple[float, int, int, int]]) -> tuple[float, dict[str, float]]:
+    """The machine's idle core-seconds over the run, from /proc/stat between samples, and each test's share:
+    an interval's idle time is split among the tests running at its middle ("(between tests)" if none)."""
+    cores = os.cpu_count() or 1
+    total, share = 0.0, {}
+    for (a, _, all_a, idle_a), (b, _, all_b, idle_b) in zip(samples, samples[1:]):
+        if all_b <= all_a:
+            continue
+        idle = (idle_b - idle_a) / (all_b - all_a) * cores * (b - a)
+        total += idle
+        running = [t["id"] for t in tests if t["t0"] <= (a + b) / 2 < t["t1"]] or ["(between tests)"]
+        for name in running:
+            share[name] = share.get(name, 0.0) + idle / len(running)
+    return total, share
+
+
 def print_waits(tests: list[dict]) -> None:
     """Each xdist worker's time between its tests: mostly the wait for the `alone`/`big` lock, which
     tests/conftest.py takes outside this file's timing, while that core has nothing to do."""
@@ -133,10 +159,10 @@ def main() -> int:
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=REPO, env=env)
     peak = peak_at = peak_rss = 0.0
     at_peak: list[tuple[int, int, str]] = []
-    samples: list[tuple[float, int]] = []
+    samples: list[tuple[float, int, int, int]] = []  # (time, summed PSS, /proc/stat's all and idle jiffies)
     while proc.poll() is None:
         pss, rss, each = tree_memory(proc.pid)
-        samples.append((time.time(), pss))
+        samples.append((time.time(), pss, *cpu_jiffies()))
         peak_rss = max(peak_rss, rss)
         if pss > peak:
             peak, peak_at, at_peak = pss, time.monotonic() - start, each
@@ -149,7 +175,7 @@ def main() -> int:
         tests = [json.loads(line) for line in log.read_text().splitlines()]
         log.unlink()
         for t in tests:
-            t["pss"] = max((r for s, r in samples if t["t0"] <= s <= t["t1"]), default=0)
+            t["pss"] = max((r for s, r, *_ in samples if t["t0"] <= s <= t["t1"]), default=0)
         print(f"\nmeasure_tests: the {per_test} longest tests (wall s, CPU s, peak summed PSS GiB):")
         for t in sorted(tests, key=lambda t: -(t["t1"] - t["t0"]))[:per_test]:
             print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['pss'] / 2**30:6.2f}  {t['id']}")
@@ -158,6 +184,11 @@ def main() -> int:
             print(f"  {t['t1'] - t['t0']:7.1f} {t['cpu']:7.1f} {t['pss'] / 2**30:6.2f}  {t['id']}")
         print(f"measure_tests: {len(tests)} tests, {sum(t['cpu'] for t in tests):.0f} CPU s in tests")
         print_waits(tests)
+        idle, share = idle_by_test(tests, samples)
+        print(f"measure_tests: the machine idle {idle:.0f} core-s of {wall * (os.cpu_count() or 1):.0f}; the tests "
+              f"running when it was (their share of that idle time, s):")
+        for name, s in sorted(share.items(), key=lambda kv: -kv[1])[:min(per_test, 15)]:
+            print(f"  {s:7.1f}  {name}")
     print(f"measure_tests: the processes at the peak ({peak / 2**30:.2f} GiB PSS; each: PSS, RSS):")
     for pss, rss, cmd in sorted(at_peak, reverse=True):
         print(f"  {pss / 2**30:5.2f} {rss / 2**30:5.2f} GiB  {cmd[:140]}")
