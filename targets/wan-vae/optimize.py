@@ -1116,6 +1116,9 @@ class FastDecoder:
         self.consumers = _norm_consumers(vae)
         self.last_upsample = max(i for i, stage in enumerate(vae.decoder.upsamples)
                                  if not hasattr(stage.upsamples[-1], "residual"))
+        # The latent-resolution layers over the whole clip at once (front), not once a pass: their wide
+        # convs make U once a call. Not with one frame a pass (low_memory), whose peak is its purpose.
+        self.whole_clip_front = frames_per_pass > 1
 
     def history_apart(self, name: str) -> bool:
         """A Winograd conv past the first chunk reads its two history frames where they are kept:
@@ -1261,17 +1264,25 @@ class FastDecoder:
         norm = self.prefill_consumer_input(name, n, t, 2 * h, 2 * w)
         return subpixel_merge(o, self.w.bias[f"{name}.resample.1"], x, factor_t, first_chunk, norm)
 
-    def decode_chunk(self, x: Tensor, out: Tensor, frame: int) -> int:
-        """Decode latent frames x into out's frames from `frame` on; returns how many were written."""
-        first = self.chunk_index == 0
+    def front(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """The latent-resolution layers of latent frames x (conv1, the middle block, up stage 0's
+        residual blocks): (up stage 0's input, its residual blocks' output)."""
         x = self.causal("decoder.conv1", x)
         x = self.res_block("decoder.middle.0", self._add_bias(x, "decoder.conv1"))
         x = self.attention("decoder.middle.1", x)
         x = self.res_block("decoder.middle.2", x)
+        return x, self.residuals(0, x)
+
+    def decode_chunk(self, x: Tensor, y: Tensor, out: Tensor, frame: int) -> int:
+        """Decode one pass from its frames of up stage 0's input x and of its residual blocks' output y
+        (front) into out's frames from `frame` on; returns how many were written."""
+        first = self.chunk_index == 0
         last = self.last_upsample
-        for i in range(last):
-            x = self.upsample(i, self.residuals(i, x), x, first)
-        y = self.residuals(last, x)
+        for i in range(last + 1):  # ends with x: up stage `last`'s input, y: its residual blocks' output
+            if i > 0:
+                y = self.residuals(i, x)
+            if i < last:
+                x = self.upsample(i, y, x, first)
         # The last upsample and everything after it go a few frames at a time: their activations
         # are the widest (at 720p a 12-frame pass holds ~9 GB of them at once), and every
         # layer from here on is per frame but for the causal convs' history, which carries over.
@@ -1299,10 +1310,14 @@ class FastDecoder:
         self.hist: dict[str, Tensor] = {}
         self.filled: dict[str, Tensor] = {}  # input buffers written ahead by a fused kernel
         starts = [0, *range(1, t, self.frames_per_pass)]
+        if self.whole_clip_front:
+            self.chunk_index = -1  # the whole clip: no first-pass shortcut, zero history before frame 0
+            front = self.front(x)
         frame = 0
         for self.chunk_index, s in enumerate(starts):
             e = 1 if s == 0 else min(s + self.frames_per_pass, t)
-            frame = self.decode_chunk(x[:, :, s:e], out, frame)
+            xs, ys = (f[:, :, s:e] for f in front) if self.whole_clip_front else self.front(x[:, :, s:e])
+            frame = self.decode_chunk(xs, ys, out, frame)
         self.hist, self.filled = {}, {}  # nothing survives between calls
         if self.compiles is not None:  # the first call after build's dry run
             self.compiles.finish()
