@@ -99,10 +99,11 @@ decode, _ = m.build_decoder(vae, z)
 bf16 = m.FastDecoder(vae, torch.bfloat16, m.LATENT_FRAMES_PER_PASS)(z[:1])
 kernels = decode(z)
 # The Winograd convs where this narrow model is widest (128 channels; at full width, 1024), on
-# 4 latent frames, 2 a pass: a first pass (2D convs, no Winograd), then passes of 2 and 1 whose
-# Winograd convs read the history kept from the pass before: the last two of a kept 4-frame input
-# (WHOLE_HISTORY_FRAMES), or where a pass has one new frame, that frame and the history before it.
-# They hand over 1, 2 and 4 frames at once. The interpreter's cost
+# 4 latent frames, 2 a pass. The latent-resolution layers (the front) run once over all 4 frames,
+# zero history in front (6 frames in). Then the passes from up stage 0's upsampling on: a first pass
+# (2D convs, no Winograd), then passes of 2 and 1 whose Winograd convs read the history kept from
+# the pass before: the last two of a kept 4-frame input (WHOLE_HISTORY_FRAMES), or where a pass has
+# one new frame, that frame and the history before it. They hand over 1, 2 and 4 frames at once. The interpreter's cost
 # is per program: one program across the 128 channels (the shipped blocks' 64 run in
 # _fast_kernels_check's winograd_conv cases) and one for all of a call's output tiles.
 # Their U is kept: the U the kernel makes from the fp32 weights at each call, as the 1024-channel
@@ -117,10 +118,11 @@ conv = m.winograd_conv
 m.winograd_conv = lambda buf, u, s, history=None, phases=False: calls.append((buf.shape[2], history is not None, phases)) or conv(buf, u, s, history, phases=phases)
 zw = z[:1, :, :4]
 winograd = winograd(zw)
-# The causal convs: new frames only, the history read apart. The upsamplings' phase convs go through
-# the same name (what a split decode wraps): 1 frame in the first pass, then each stage's doubled frames.
-assert sorted(set(calls)) == [(1, False, True), (1, True, False), (2, False, True), (2, True, False),
-                              (4, False, True), (4, True, False), (8, False, True)], calls
+# The front's causal convs: the whole clip, its zero history in front. The passes' causal convs: new
+# frames only, the history read apart. The upsamplings' phase convs go through the same name (what a
+# split decode wraps): 1 frame in the first pass, then each stage's doubled frames.
+assert sorted(set(calls)) == [(1, False, True), (2, False, True), (2, True, False), (4, False, True),
+                              (4, True, False), (6, False, False), (8, False, True)], calls
 want_w = vae.decode(zw)
 m._INTERPRET = False  # the same decoder, torch ops instead of the kernels
 torch_path = decode(z)
