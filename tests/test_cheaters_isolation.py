@@ -532,7 +532,10 @@ def test_malformed_replies_are_a_crash_row(ws: Path, tmp_path: Path, kind: str) 
     mine = [row for row in rows(ws) if row["desc"] == f"malformed {kind}"]
     assert len(mine) == 1, f"no row for the candidate: {rows(ws)}; {r.stderr[-1500:]}"
     record = json.loads((ws / "records" / f"{mine[0]['exp']}.json").read_text())
+    # A profile and a FLOP count are asked of a keeper only: a row that is not a crash is either a malformed
+    # reply accepted or (its verdict says which) a cheater not kept, whose reply was never asked for.
     assert mine[0]["status"] == "crash", f"a malformed {kind} reply was accepted: row {mine[0]['status']}, " \
+                                         f"verdict {record.get('verdict', '')[:200]!r}, " \
                                          f"facts {({k: str(v)[:80] for k, v in record.get('facts', {}).items() if k in ('peak_mem_gb', 'executed_flops')})}"
     assert record.get("reason") and "\n" not in record["reason"], record.get("reason")
 
