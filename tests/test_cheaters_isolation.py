@@ -340,6 +340,35 @@ def test_records_are_out_of_sight(tmp_path: Path) -> None:
     assert f["passed"], f"the worker read the records: {said.get('read')} (locks: {said.get('locks')}); {f['reason']}"
 
 
+def test_only_the_helpers_beside_a_candidate_are_shown(at_toy: Path, tmp_path: Path) -> None:
+    """reads_beside_it: a candidate with helpers beside it, in a folder that also holds other files
+    (as /tmp holds a GPU session's copy of the signing key, a home folder its ~/.config). The worker
+    imports the helper and never reads the rest."""
+    secret = tmp_path / "c" / "record-key"
+    candidate = cheater("reads_beside_it", tmp_path / "c", CHEAT_BESIDE=str(secret))
+    secret.write_text("not for the worker")
+    f = measure(candidate)
+    assert f["passed"], f"the worker read beside its candidate: {info(f).get('read')}; {f['reason']}"
+
+
+def test_a_candidate_in_tmp_keeps_the_workers_tmp(at_toy: Path) -> None:
+    """reads_beside_it, in the host's /tmp itself beside another Python file (a plan's variants there):
+    the folder shown would cover the worker's own /tmp, read-only (a crash at build: session 36's dry
+    run), and show it the host's /tmp."""
+    tag = uuid.uuid4().hex[:12]
+    secret = Path("/tmp") / f"auto-optim-test-{tag}.key"
+    made = [secret, *(Path("/tmp") / h.name for h in CHEATERS.glob("_*.py"))]
+    try:
+        secret.write_text("not for the worker")
+        candidate = cheater("reads_beside_it", Path("/tmp"), CHEAT_BESIDE=str(secret))
+        made.append(candidate)
+        f = measure(candidate)
+    finally:
+        for path in made:
+            path.unlink(missing_ok=True)
+    assert f["passed"], f"{f['reason']}; read: {info(f).get('read')}"
+
+
 # --- 6: files that cannot be deleted ---------------------------------------------------------------
 
 def _leftovers(marker: str) -> list[Path]:

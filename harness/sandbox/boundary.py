@@ -114,8 +114,8 @@ RESIDUAL = (
     "its clock jumps while it is frozen (its rival's timed calls), and the build order: harness/measure/alternate.py",
     "/proc's host-wide figures (stat, loadavg, pressure, uptime): the host's CPU time, which a shared CPU shows anyway",
     "uid 0 inside is the harness's uid outside: files the view shows that only that user may read, it reads",
-    "a candidate in a folder of its own with helper modules sees that folder (a keeper, whose record holds one "
-    "file, does not)",
+    "a candidate with helper modules beside it sees those modules (a keeper, whose record holds one file, does "
+    "not)",
     "a root module that a keeper's recorded source imports is today's file, not the one it was measured with",
 )
 

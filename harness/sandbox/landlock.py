@@ -7,7 +7,7 @@ thread and what it creates later).
 
 The policy is the sandbox's own allow-list (harness/sandbox/boundary.py Policy.readable): the worker may
 read and execute only the folders and files its view shows (the system's, the interpreter's, the
-harness's, the target's code and assets, its candidate's folder, /proc and /dev), list the
+harness's, the target's code and assets, its candidate's helpers, /proc and /dev), list the
 project folders that view shows only in part, write only under `writable` (its scratch folder,
 device files other than /dev/shm), and never read the `hidden` paths (the benchmark input, the
 references, the pool of fresh inputs, the key that signs records), even inside a readable folder.

@@ -114,20 +114,25 @@ def _imported_tops(path: Path | bytes) -> set[str]:
     return out
 
 
-def candidate_home(candidate: Path) -> Path | None:
-    """The candidate's folder, where the worker must see it: when it holds other Python code than
-    the candidate (its helpers, which it imports as a script's folder) and is no project root
-    (whose code every worker sees). A folder holding the candidate alone (a keeper's) is not
-    shown: the worker has the candidate's source."""
+def candidate_helpers(candidate: Path) -> list[Path]:
+    """The Python code beside the candidate (its helpers: modules and packages, which it imports as a
+    script's folder), where that folder is no project root (whose code every worker sees)."""
     home = candidate.parent.resolve()
     if home in {HARNESS.parent.resolve(), _common.root().resolve()}:
-        return None
+        return []
     try:
-        helpers = [e for e in home.iterdir() if e.resolve() != candidate.resolve()
-                   and (e.suffix == ".py" or (e / "__init__.py").is_file())]
+        return sorted(e for e in home.iterdir() if e.resolve() != candidate.resolve()
+                      and (e.suffix == ".py" or (e / "__init__.py").is_file()))
     except OSError:
-        return None
-    return home if helpers else None
+        return []
+
+
+def candidate_home(candidate: Path) -> Path | None:
+    """The candidate's folder, importable in the worker where it holds helpers (candidate_helpers). The
+    worker is shown those helpers, never the folder: a candidate in /tmp or a home folder would
+    otherwise bring the host's whole folder into view (the key copies a GPU session keeps in /tmp, a
+    home's ~/.config) and cover the worker's own /tmp, read-only."""
+    return candidate.parent.resolve() if candidate_helpers(candidate) else None
 
 
 def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, scratch: str, ranks: int = 1) -> boundary.Policy:
@@ -135,7 +140,7 @@ def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, sc
     folders (boundary.system_view), the interpreter's (interpreter_paths), and of the project its
     frozen code (the harness, the adapter's package and goals.json "frozen": frozen_names; not the
     other modules the agent may write at the root), the goals file, the assets minus the hidden
-    ones and the candidate's folder where it holds helpers (candidate_home; the candidate's own
+    ones and the Python code beside the candidate (candidate_helpers, not its folder; the candidate's own
     source reaches the worker through its channel); none of the records, locks, results or history, and nothing else of
     the host's. What it may write: its scratch folder and its devices. Its environment. Of the
     host's GPUs, those given."""
@@ -146,9 +151,7 @@ def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, sc
         names = frozen_names(goals) | {HARNESS.name}
     code = [e for top in projects for e in sorted(top.iterdir())
             if (e.suffix == ".py" and e.stem in names) or ((e / "__init__.py").is_file() and e.name in names)]
-    home = candidate_home(candidate)  # importable, as a script's folder is (a project's: its code above)
-    if home is not None:
-        code.append(home)
+    code += candidate_helpers(candidate)  # importable, as a script's folder's are (a project's: its code above)
     env = environment(goals, scratch, gpus_given.uuids)
     system, links = boundary.system_view()
     project = [HARNESS, _common.goals_path(), assets.assets_dir(), *code]

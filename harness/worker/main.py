@@ -13,8 +13,8 @@ and packages only the frozen code's are importable (imports.py `FROM_ROOT`: the 
 those of goals.json "frozen", the root modules the candidate's source imports, and what these
 import: harness/measure/worker_process.py project_names), so a module planted there under a name that torch or a library
 tries and does not find (opt_einsum, dill, pynvml, ...) is not imported, in a keeper's worker
-or a candidate's. The candidate's own folder (`candidate_home`, a folder of its own holding its
-helpers) is importable as a script's is.
+or a candidate's. The candidate's own folder (`candidate_home`, where it holds helpers) is importable
+as a script's is; of that folder the worker is shown the helpers only (worker_policy.candidate_helpers).
 
 Its life, in order:
  0. move its descriptors to 3, 4 and 5, close every other, and start again as
