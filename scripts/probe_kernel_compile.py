@@ -5,9 +5,10 @@ splits the first call on a GPU; this splits one kernel's compile).
 
     python scripts/probe_kernel_compile.py [--candidate optimize.py] [--kernel input|output] [--arch 90]
 
-Each compile starts from an empty Triton cache. Printed: the whole compile, each backend stage (ttir,
-ttgir, llir, ptx, cubin), and the MLIR passes that took over 5% of a stage (Triton's MLIR_ENABLE_TIMING,
-printed by the compiler to stderr and read back here).
+Each compile starts from an empty Triton cache (a temporary folder, removed after). Printed: the whole
+compile, each backend stage (ttir, ttgir, llir, ptx, cubin), and the MLIR passes of 0.1 s or more
+(Triton's MLIR_ENABLE_TIMING, printed by the compiler to stderr and read back here). The blocks and warps
+are the candidate's own (its WINOGRAD_BLOCKS).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,23 +28,25 @@ REPO = Path(__file__).resolve().parent.parent
 DIVISIBLE = [["tt.divisibility", 16]]
 # The arguments of each transform as the decoder launches it at 720p (bf16 activations, fp16 V and M): the
 # integer arguments optimize.py does not specialize are plain i32; C and CO divisible by 16; the pointers too.
+# (kernel, signature, constants besides the blocks, the divisible arguments, its WINOGRAD_BLOCKS key)
 KERNELS = {
     "input": ("_input_transform",
               {"d_ptr": "*bf16", "v_ptr": "*fp16", "tiles_w": "i32", "tiles": "i32", "H": "i32", "W": "i32",
                "TB": "i32", "V0": "i32", "C": "i32", "BLOCK_P": "constexpr", "BLOCK_C": "constexpr",
                "SIDE": "constexpr"},
-              {"BLOCK_P": 4, "BLOCK_C": 64, "SIDE": 6}, (0, 1, 8)),
+              {"SIDE": 6}, (0, 1, 8), "input"),
     "output": ("_output_transform",
                {"m_ptr": "*fp16", "out_ptr": "*bf16", "tiles_w": "i32", "tiles": "i32", "rows_total": "i32",
                 "H": "i32", "W": "i32", "inv_scale": "fp32", "CO": "i32", "BLOCK_P": "constexpr",
                 "BLOCK_C": "constexpr"},
-               {"BLOCK_P": 4, "BLOCK_C": 64}, (0, 1, 8)),
+               {}, (0, 1, 8), "output"),
 }
 
 
 def compile_once(candidate: Path, kernel: str, arch: int) -> None:
     """In this process (a child: MLIR's timing goes to its stderr): compile the kernel, timing each stage."""
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()
+    cache = tempfile.mkdtemp()
+    os.environ["TRITON_CACHE_DIR"] = cache
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.backends.nvidia.compiler import CUDABackend
@@ -51,7 +55,8 @@ def compile_once(candidate: Path, kernel: str, arch: int) -> None:
     spec = importlib.util.spec_from_file_location("candidate", candidate)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    name, signature, constants, divisible = KERNELS[kernel]
+    name, signature, constants, divisible, blocks = KERNELS[kernel]
+    tiles, channels, warps = module.WINOGRAD_BLOCKS[blocks]
 
     add_stages = CUDABackend.add_stages
 
@@ -66,10 +71,14 @@ def compile_once(candidate: Path, kernel: str, arch: int) -> None:
             stages[stage] = timed
 
     CUDABackend.add_stages = timed_stages
-    src = ASTSource(fn=getattr(module, name), signature=signature, constexprs=constants,
+    src = ASTSource(fn=getattr(module, name), signature=signature,
+                    constexprs={**constants, "BLOCK_P": tiles, "BLOCK_C": channels},
                     attrs={(i,): DIVISIBLE for i in divisible})
     t = time.perf_counter()
-    triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": 4})
+    try:
+        triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     print(f"total {time.perf_counter() - t:.3f}", flush=True)
 
 
@@ -85,19 +94,26 @@ def main() -> int:
         return 0
     # TRITON_DEFAULT_FP_FUSION=1: Triton 3.9's default, said out loud (it warns when unset).
     env = {**os.environ, "MLIR_ENABLE_TIMING": "1", "TRITON_DEFAULT_FP_FUSION": "1"}
-    r = subprocess.run([sys.executable, __file__, "--child", "--candidate", str(args.candidate), "--kernel", args.kernel,
-                        "--arch", str(args.arch)], capture_output=True, text=True, env=env, timeout=600)
+    try:
+        r = subprocess.run([sys.executable, __file__, "--child", "--candidate", str(args.candidate), "--kernel",
+                            args.kernel, "--arch", str(args.arch)], capture_output=True, text=True, env=env, timeout=600)
+    except subprocess.TimeoutExpired:
+        print("probe_kernel_compile: the compile took over 600 s", file=sys.stderr)
+        return 1
     if r.returncode != 0:
-        print(f"probe_kernel_compile: the compile failed: {r.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        tail = "\n".join(r.stderr.strip().splitlines()[-15:])
+        print(f"probe_kernel_compile: the compile failed:\n{tail}", file=sys.stderr)
         return 1
     import triton
     name = KERNELS[args.kernel][0]
     print(f"{name} of {args.candidate.name} for sm_{args.arch} (Triton {triton.__version__}), from an empty cache")
-    for line in r.stdout.splitlines():  # "stage NAME SECONDS" each, then "total SECONDS"
-        *what, seconds = line.split()
-        print(f"  {' '.join(what)}: {float(seconds):.2f} s")
+    for line in r.stdout.splitlines():  # "stage NAME SECONDS" each, then "total SECONDS"; anything else is not ours
+        if line.startswith(("stage ", "total ")):
+            *what, seconds = line.split()
+            print(f"  {' '.join(what)}: {float(seconds):.2f} s")
     # MLIR's report (stderr): a block a pass pipeline, "Total Execution Time: T seconds", then a line a pass,
-    # "  wall (share%)  name"; the passes of 0.1 s or more are printed.
+    # "  wall (share%)  name" (single-threaded, as Triton runs its passes: wall time only); the passes of 0.1 s
+    # or more are printed.
     for block in r.stderr.split("Total Execution Time:")[1:]:
         passes = re.findall(r"^\s+([0-9.]+) \(\s*[0-9.]+%\)\s+(\S.*)$", block, re.M)
         slow = [(float(s), n.strip()) for s, n in passes if n.strip() not in ("Total", "Rest") and float(s) >= 0.1]

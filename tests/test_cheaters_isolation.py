@@ -342,26 +342,37 @@ def test_records_are_out_of_sight(tmp_path: Path) -> None:
 
 def test_only_the_helpers_beside_a_candidate_are_shown(at_toy: Path, tmp_path: Path) -> None:
     """reads_beside_it: a candidate with helpers beside it, in a folder that also holds other files
-    (as /tmp holds a GPU session's copy of the signing key, a home folder its ~/.config). The worker
-    imports the helper and never reads the rest."""
-    secret = tmp_path / "c" / "record-key"
-    candidate = cheater("reads_beside_it", tmp_path / "c", CHEAT_BESIDE=str(secret))
+    (as /tmp holds a GPU session's copy of the signing key, a home folder its ~/.config), and a .py
+    link to a file elsewhere. The worker imports the helper and reads neither."""
+    where, elsewhere = tmp_path / "c", tmp_path / "elsewhere"
+    where.mkdir()
+    elsewhere.mkdir()
+    secret, linked = where / "record-key", where / "linked.py"
+    (elsewhere / "notes").write_text("not for the worker either")
+    linked.symlink_to(elsewhere / "notes")
+    candidate = cheater("reads_beside_it", where, CHEAT_BESIDE=os.pathsep.join([str(secret), str(linked)]))
     secret.write_text("not for the worker")
     f = measure(candidate)
     assert f["passed"], f"the worker read beside its candidate: {info(f).get('read')}; {f['reason']}"
 
 
 def test_a_candidate_in_tmp_keeps_the_workers_tmp(at_toy: Path) -> None:
-    """reads_beside_it, in the host's /tmp itself beside another Python file (a plan's variants there):
-    the folder shown would cover the worker's own /tmp, read-only (a crash at build: session 36's dry
-    run), and show it the host's /tmp."""
-    tag = uuid.uuid4().hex[:12]
-    secret = Path("/tmp") / f"auto-optim-test-{tag}.key"
-    made = [secret, *(Path("/tmp") / h.name for h in CHEATERS.glob("_*.py"))]
+    """reads_beside_it, in the host's /tmp itself beside a helper of its own (as a plan's variants lie
+    there): the folder shown would cover the worker's own /tmp, read-only (a crash at build: session
+    36's dry run), and show it the host's /tmp. Every file here has a name of this run's own, made
+    with O_EXCL: nothing already in /tmp is overwritten or removed."""
+    tag = f"auto_optim_test_{uuid.uuid4().hex[:12]}"
+    tmp = Path("/tmp")
+    secret, helper, candidate = tmp / f"{tag}.key", tmp / f"{tag}_target.py", tmp / f"{tag}.py"
+    source = (CHEATERS / "reads_beside_it.py").read_text().replace("from _target import honest", f"from {tag}_target import honest")
+    texts = {secret: "not for the worker", helper: (CHEATERS / "_target.py").read_text(),
+             candidate: f"import os as _os\n_os.environ.update({{'CHEAT_BESIDE': {str(secret)!r}}})\n" + source}
+    made = []
     try:
-        secret.write_text("not for the worker")
-        candidate = cheater("reads_beside_it", Path("/tmp"), CHEAT_BESIDE=str(secret))
-        made.append(candidate)
+        for path, text in texts.items():
+            with open(path, "x") as out:  # O_EXCL
+                made.append(path)
+                out.write(text)
         f = measure(candidate)
     finally:
         for path in made:

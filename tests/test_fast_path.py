@@ -100,10 +100,10 @@ bf16 = m.FastDecoder(vae, torch.bfloat16, m.LATENT_FRAMES_PER_PASS)(z[:1])
 kernels = decode(z)
 # The Winograd convs where this narrow model is widest (128 channels; at full width, 1024), on
 # 4 latent frames, 2 a pass. The latent-resolution layers (the front) run once over all 4 frames,
-# zero history in front (6 frames in). Then the passes from up stage 0's upsampling on: a first pass
-# (2D convs, no Winograd), then passes of 2 and 1 whose Winograd convs read the history kept from
-# the pass before: the last two of a kept 4-frame input (WHOLE_HISTORY_FRAMES), or where a pass has
-# one new frame, that frame and the history before it. They hand over 1, 2 and 4 frames at once. The interpreter's cost
+# zero history in front (6 frames in). Then the passes from up stage 0's upsampling on: a first pass of
+# one latent frame (2D convs, no Winograd), then passes of 2 and 1 latent frames whose Winograd convs,
+# after the time upsampling, take 4 and 2 new frames and read their history where it is kept (the
+# last two of a kept 4-frame input: WHOLE_HISTORY_FRAMES). The interpreter's cost
 # is per program: one program across the 128 channels (the shipped blocks' 64 run in
 # _fast_kernels_check's winograd_conv cases) and one for all of a call's output tiles.
 # Their U is kept: the U the kernel makes from the fp32 weights at each call, as the 1024-channel

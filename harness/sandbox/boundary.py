@@ -26,7 +26,7 @@ the harness's. What follows for the candidate:
   library, the compilers and CUDA (/usr, /lib*, /bin, /sbin, the /etc files its libraries read,
   CUDA's and the driver's folders, the folders of LD_LIBRARY_PATH), the interpreter's prefixes
   and package folders, the harness, the target's code, goals file and assets minus the hidden
-  ones (inputs, references, pool), and the candidate's own folder; a fresh /proc (its PID
+  ones (inputs, references, pool), and the Python code beside the candidate; a fresh /proc (its PID
   namespace's), a fresh /dev with only its GPUs' nodes, of /sys only what torch, CUDA and NVML
   read (SYS_SHOWN: the CPU and NUMA topology, the PCI index, the GPUs' PCI folders, the NVIDIA
   driver's module), and a /tmp of its own (a tmpfs of limited size, its only writable place besides its devices,

@@ -116,15 +116,26 @@ def _imported_tops(path: Path | bytes) -> set[str]:
 
 def candidate_helpers(candidate: Path) -> list[Path]:
     """The Python code beside the candidate (its helpers: modules and packages, which it imports as a
-    script's folder), where that folder is no project root (whose code every worker sees)."""
+    script's folder), where that folder is no project root (whose code every worker sees). Only files
+    and folders of their own: a symlink would show its target (anything on the host) under a helper's
+    name, and an entry that cannot be read is left out rather than the candidate's other helpers."""
     home = candidate.parent.resolve()
     if home in {HARNESS.parent.resolve(), _common.root().resolve()}:
         return []
     try:
-        return sorted(e for e in home.iterdir() if e.resolve() != candidate.resolve()
-                      and (e.suffix == ".py" or (e / "__init__.py").is_file()))
+        entries = sorted(home.iterdir())
     except OSError:
         return []
+    helpers = []
+    for e in entries:
+        try:
+            if e.is_symlink() or e.resolve() == candidate.resolve():
+                continue
+            if (e.suffix == ".py" and e.is_file()) or (e.is_dir() and (e / "__init__.py").is_file()):
+                helpers.append(e)
+        except (OSError, RuntimeError):  # unreadable, or a loop of links
+            continue
+    return helpers
 
 
 def candidate_home(candidate: Path) -> Path | None:
@@ -151,8 +162,12 @@ def policy(candidate: Path, hidden: list[Path], gpus_given: Gpus, goals: Any, sc
         names = frozen_names(goals) | {HARNESS.name}
     code = [e for top in projects for e in sorted(top.iterdir())
             if (e.suffix == ".py" and e.stem in names) or ((e / "__init__.py").is_file() and e.name in names)]
-    code += candidate_helpers(candidate)  # importable, as a script's folder's are (a project's: its code above)
     env = environment(goals, scratch, gpus_given.uuids)
+    # The helpers, importable as a script's folder's are (a project's: its code above); never one that would
+    # cover what the worker writes in its own scratch folder (a candidate in /tmp beside a `candidate` or
+    # `triton` folder): the worker's copy of its candidate and its caches come first.
+    own = [Path(candidate_path(goals, scratch)), *(Path(v) for v in env.values() if Path(scratch) in Path(v).parents)]
+    code += [h for h in candidate_helpers(candidate) if not any(h == o or h in o.parents for o in own)]
     system, links = boundary.system_view()
     project = [HARNESS, _common.goals_path(), assets.assets_dir(), *code]
     shown = {(str(p), str(p)) for p in (*interpreter_paths(projects, env), *extra_tools(env))} | set(system)
