@@ -15,7 +15,9 @@
 # `$ ` is a command run as it stands, from the repository (another preset's assets, a bench).
 # --mp4: afterwards, with the best keeper back in optimize.py, run the GPU-only test and decode
 # the benchmark latent to an mp4 (targets/wan-vae/model/to_mp4.py --compare), reading the mp4 back.
-# PRESET=tiny runs the same steps at the tiny preset (a dry run of a plan on a CPU machine).
+# PRESET=tiny runs the same steps at the tiny preset (a dry run of a plan on a CPU machine). It applies
+# each record where it runs, as on the GPU's copy: in a git checkout a baseline or a keep is committed
+# there, so dry-run in a clone of your own (git clone . /tmp/dry && cd /tmp/dry), never in the checkout.
 #
 # A `$ ` command finds the plan's candidates, as they were when it started, under
 # $PLAN_CANDIDATES (a bench of one of them after a later line's keep rewrote optimize.py), and
