@@ -3,7 +3,7 @@ architecture, by stage, and which MLIR passes take the time. No GPU is needed: T
 ptxas it ships run on the host, which is where a cold first call waits for them (scripts/probe_first_call.py
 splits the first call on a GPU; this splits one kernel's compile).
 
-    python scripts/probe_kernel_compile.py [--candidate optimize.py] [--kernel input|output] [--arch 90]
+    python scripts/probe_kernel_compile.py [--candidate optimize.py] [--kernel input|output|output7] [--arch 90]
 
 Each compile starts from an empty Triton cache (a temporary folder, removed after). Printed: the whole
 compile, each backend stage (ttir, ttgir, llir, ptx, cubin), and the MLIR passes of 0.1 s or more
@@ -40,6 +40,11 @@ KERNELS = {
                 "H": "i32", "W": "i32", "inv_scale": "fp32", "CO": "i32", "BLOCK_P": "constexpr",
                 "BLOCK_C": "constexpr"},
                {}, (0, 1, 8), "output"),
+    "output7": ("_output_transform7",  # the sub-pixel upsampling's F(7x7, 2x2)
+                {"m_ptr": "*fp16", "out_ptr": "*bf16", "tiles_w": "i32", "rows_total": "i32", "frames": "i32",
+                 "H": "i32", "W": "i32", "inv_scale": "fp32", "CO": "i32", "BLOCK_P": "constexpr",
+                 "BLOCK_C": "constexpr"},
+                {}, (0, 1, 8), "output"),
 }
 
 
