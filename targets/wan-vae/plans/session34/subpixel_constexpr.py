@@ -9,9 +9,11 @@ in-line: also, where a program's rows lie in one row of the 2x image (BLOCK_R di
 the 720p decode), the program finds that row's frame and height once (scalars), not per row (int64
 divisions by runtime values in each thread)."""
 
+import runpy
 import sys
+from pathlib import Path
 
-from _edits import write_variant  # this folder: the script's own
+write_variant = runpy.run_path(str(Path(__file__).resolve().parent.parent / "_edits.py"))["write_variant"]
 
 EDITS = [
     ('@triton.jit(do_not_specialize=["rows", "H", "W", "C_SRC", "REPEATS", "T_SHIFT"])',

@@ -4,9 +4,11 @@ output transforms' channel blocks of the same tiles neighbours in launch order, 
 running at once read whole pixels and write whole rows (channels last), not one 128-byte piece of each;
 the phase convs' input transform too. Each replaced text must occur exactly once."""
 
+import runpy
 import sys
+from pathlib import Path
 
-from _edits import write_variant  # this folder: the script's own
+write_variant = runpy.run_path(str(Path(__file__).resolve().parent.parent / "_edits.py"))["write_variant"]
 
 EDITS = [
     ("""        u = tl.program_id(1)

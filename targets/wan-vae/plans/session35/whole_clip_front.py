@@ -8,13 +8,11 @@ whole clip with zero history in front of frame 0 is the same conv as the passes'
 frame included), so the output is the same up to the order of sums. low_memory (one frame a pass) keeps the
 old order: its peak is what it is for. Each replaced text must occur exactly once."""
 
-import importlib.util
+import runpy
 import sys
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("_edits", Path(__file__).parent.parent / "session34" / "_edits.py")
-_edits = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_edits)
+write_variant = runpy.run_path(str(Path(__file__).resolve().parent.parent / "_edits.py"))["write_variant"]
 
 EDITS = [
     ("""        self.last_upsample = max(i for i, stage in enumerate(vae.decoder.upsamples)
@@ -77,4 +75,4 @@ EDITS = [
 ]
 
 if __name__ == "__main__":
-    _edits.write_variant(sys.argv[1], sys.argv[2], EDITS)
+    write_variant(sys.argv[1], sys.argv[2], EDITS)

@@ -8,8 +8,11 @@ running sums V[a][b] += T[a][j] * B^T[b][j], their coefficients picked by j; the
     python3 targets/wan-vae/plans/session36/looped_input_transform.py SRC OUT [COLUMNS_A_STEP]   # 1 (default), 2 or 4
 """
 
+import runpy
 import sys
 from pathlib import Path
+
+write_variant = runpy.run_path(str(Path(__file__).resolve().parent.parent / "_edits.py"))["write_variant"]
 
 OLD_HEAD = """        # aI, bI, ... hI: row I of B^T d in patch columns 0..7
         a0, a1, a2, a3, a4, a5, a6, a7 = _load_col(d_ptrs, 0, x, W, C, r0, r1, r2, r3, r4, r5, r6, r7)
@@ -93,15 +96,8 @@ HELPERS = """    @triton.jit
 
 
 def main() -> int:
-    src, out = Path(sys.argv[1]), Path(sys.argv[2])
     per_step = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-    text = src.read_text()
-    for old in (OLD_HEAD, OLD_STORE_ROW):
-        if text.count(old) != 1:
-            print(f"looped_input_transform: {src} does not hold the expected code once: {old.splitlines()[0]!r}", file=sys.stderr)
-            return 1
-    text = text.replace(OLD_HEAD, new_head(per_step)).replace(OLD_STORE_ROW, HELPERS + OLD_STORE_ROW)
-    out.write_text(text)
+    write_variant(sys.argv[1], sys.argv[2], [(OLD_HEAD, new_head(per_step)), (OLD_STORE_ROW, HELPERS + OLD_STORE_ROW)])
     return 0
 
 

@@ -9,8 +9,11 @@ the input transform's 8.3 s compile (profiles/first_call_e184_h200_s36.md), grow
 input: the input transform only (the first call's longest wait); all: the two output transforms too.
 """
 
+import runpy
 import sys
 from pathlib import Path
+
+write_variant = runpy.run_path(str(Path(__file__).resolve().parent.parent / "_edits.py"))["write_variant"]
 
 OLD_STORES = "".join(f"        _store_row(v_ptrs, a{i}, b{i}, c{i}, d{i}, e{i}, f{i}, g{i}, h{i}, {i}, e_stride, pmask)\n"
                      for i in range(8))
@@ -104,19 +107,10 @@ HELPERS = """    @triton.jit
 
 
 def main() -> int:
-    src, out = Path(sys.argv[1]), Path(sys.argv[2])
-    which = sys.argv[3] if len(sys.argv) > 3 else "input"
     edits = [(OLD_STORES, NEW_STORES), (ANCHOR, HELPERS + ANCHOR)]
-    if which == "all":
+    if (sys.argv[3] if len(sys.argv) > 3 else "input") == "all":
         edits += [*OUT_ROWS, (OUT_ANCHOR, OUT_HELPERS + OUT_ANCHOR)]
-    text = src.read_text()
-    for old, new in edits:
-        if text.count(old) != 1:
-            print(f"store_loop_transforms: {src} does not hold the expected code once: {old.splitlines()[0]!r}",
-                  file=sys.stderr)
-            return 1
-        text = text.replace(old, new)
-    out.write_text(text)
+    write_variant(sys.argv[1], sys.argv[2], edits)
     return 0
 
 
