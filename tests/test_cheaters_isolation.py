@@ -53,8 +53,13 @@ def cheater(name: str, where: Path | None = None, **config: str) -> Path:
     for helper in CHEATERS.glob("_*.py"):
         shutil.copy2(helper, where / helper.name)
     path = where / f"{name}.py"
-    path.write_text(f"import os as _os\n_os.environ.update({config!r})\n" + (CHEATERS / f"{name}.py").read_text())
+    path.write_text(with_config((CHEATERS / f"{name}.py").read_text(), config))
     return path
+
+
+def with_config(source: str, config: dict[str, str]) -> str:
+    """A cheater's source that sets these CHEAT_* variables itself (see cheater)."""
+    return f"import os as _os\n_os.environ.update({config!r})\n" + source
 
 
 BUNDLE = '''"""Several cheaters in one worker (tests/test_cheaters_isolation.py bundle): each one's build in
@@ -366,7 +371,7 @@ def test_a_candidate_in_tmp_keeps_the_workers_tmp(at_toy: Path) -> None:
     secret, helper, candidate = tmp / f"{tag}.key", tmp / f"{tag}_target.py", tmp / f"{tag}.py"
     source = (CHEATERS / "reads_beside_it.py").read_text().replace("from _target import honest", f"from {tag}_target import honest")
     texts = {secret: "not for the worker", helper: (CHEATERS / "_target.py").read_text(),
-             candidate: f"import os as _os\n_os.environ.update({{'CHEAT_BESIDE': {str(secret)!r}}})\n" + source}
+             candidate: with_config(source, {"CHEAT_BESIDE": str(secret)})}
     made = []
     try:
         for path, text in texts.items():
