@@ -37,6 +37,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 LOG_ENV = "MEASURE_TESTS_LOG"
+CORES = os.cpu_count() or 1
 
 
 def children() -> dict[int, list[int]]:
@@ -111,12 +112,11 @@ def cpu_jiffies() -> tuple[int, int]:
 def idle_by_test(tests: list[dict], samples: list[tuple[float, int, int, int]]) -> tuple[float, dict[str, float]]:
     """The machine's idle core-seconds over the run, from /proc/stat between samples, and each test's share:
     an interval's idle time is split among the tests running at its middle ("(between tests)" if none)."""
-    cores = os.cpu_count() or 1
     total, share = 0.0, {}
     for (a, _, all_a, idle_a), (b, _, all_b, idle_b) in zip(samples, samples[1:]):
         if all_b <= all_a:
             continue
-        idle = (idle_b - idle_a) / (all_b - all_a) * cores * (b - a)
+        idle = (idle_b - idle_a) / (all_b - all_a) * CORES * (b - a)
         total += idle
         running = [t["id"] for t in tests if t["t0"] <= (a + b) / 2 < t["t1"]] or ["(between tests)"]
         for name in running:
@@ -185,7 +185,7 @@ def main() -> int:
         print(f"measure_tests: {len(tests)} tests, {sum(t['cpu'] for t in tests):.0f} CPU s in tests")
         print_waits(tests)
         idle, share = idle_by_test(tests, samples)
-        print(f"measure_tests: the machine idle {idle:.0f} core-s of {wall * (os.cpu_count() or 1):.0f}; the tests "
+        print(f"measure_tests: the machine idle {idle:.0f} core-s of {wall * CORES:.0f}; the tests "
               f"running when it was (their share of that idle time, s):")
         for name, s in sorted(share.items(), key=lambda kv: -kv[1])[:min(per_test, 15)]:
             print(f"  {s:7.1f}  {name}")
@@ -196,7 +196,7 @@ def main() -> int:
           f"(pytest and its children); peak memory {peak / 2**30:.2f} GiB ({peak / 1e9:.2f} GB) summed PSS at "
           f"{peak_at:.0f} s (summed RSS peaked at {peak_rss / 2**30:.2f} GiB); "
           f"load average {load0[0]:.2f} before, {load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} (1/5/15 min) after; "
-          f"{os.cpu_count()} CPUs", flush=True)
+          f"{CORES} CPUs", flush=True)
     return proc.returncode
 
 
